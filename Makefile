@@ -1,0 +1,21 @@
+# `make test` installs what the tests need (apt, a pinned venv, the test-bed image) and runs every
+# stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
+SHELL := /bin/bash
+
+.PHONY: test demo setup unit lint sanity molecule clean
+
+test:
+	bash tests/run.sh
+
+demo:
+	bash tests/testbed/demo.sh
+
+setup unit lint sanity:
+	bash tests/run.sh $@
+
+# make molecule S=testbed   (one scenario; all when S is empty)
+molecule:
+	bash tests/run.sh molecule$(if $(S),:$(S))
+
+clean:
+	rm -rf .venv .cache tests/output

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Reading /proc: processes, their identity, ancestry, trees and open files. Standard library only."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import pwd
+
+PROC = "/proc"
+PF_KTHREAD = 0x00200000
+
+
+class Process:
+    """One process as /proc shows it. Identity is (pid, starttime): a reused pid has another start time."""
+
+    __slots__ = ("pid", "ppid", "pgid", "sid", "state", "starttime", "flags", "comm", "argv", "uid")
+
+    def __init__(self, pid, ppid, pgid, sid, state, starttime, flags, comm, argv, uid):
+        self.pid = pid
+        self.ppid = ppid
+        self.pgid = pgid
+        self.sid = sid
+        self.state = state
+        self.starttime = starttime
+        self.flags = flags
+        self.comm = comm
+        self.argv = argv
+        self.uid = uid
+
+    @property
+    def cmdline(self):
+        return " ".join(self.argv)
+
+    @property
+    def identity(self):
+        return (self.pid, self.starttime)
+
+    @property
+    def is_kernel_thread(self):
+        return bool(self.flags & PF_KTHREAD) or self.pid == 2 or self.ppid == 2
+
+    @property
+    def is_zombie(self):
+        return self.state in ("Z", "X")
+
+    @property
+    def user(self):
+        return user_name(self.uid)
+
+    def exe_name(self):
+        """Basename of the executable (empty when unreadable: a zombie, a kernel thread)."""
+        try:
+            return os.path.basename(os.readlink("%s/%d/exe" % (PROC, self.pid))).replace(" (deleted)", "")
+        except OSError:
+            return ""
+
+    def names(self):
+        """The names protection is decided on: the executable's basename and argv[0]'s basename.
+
+        comm is cut at 15 characters (nvidia-persiste), so it is not used.
+        """
+        names = set()
+        exe = self.exe_name()
+        if exe:
+            names.add(exe)
+        if self.argv:
+            arg0 = os.path.basename(self.argv[0].split(" ")[0])
+            if arg0:
+                names.add(arg0.rstrip(":"))
+        return names
+
+    def as_dict(self, redact=None):
+        cmd = self.cmdline
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "pgid": self.pgid,
+            "user": self.user,
+            "state": self.state,
+            "comm": self.comm,
+            "cmdline": redact(cmd) if redact else cmd,
+        }
+
+
+_USERS = {}
+
+
+def user_name(uid):
+    if uid not in _USERS:
+        try:
+            _USERS[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            _USERS[uid] = str(uid)
+    return _USERS[uid]
+
+
+def _read(path, mode="rb"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def parse_stat(data):
+    """(comm, fields after comm) from the bytes of /proc/PID/stat; comm may hold spaces and parentheses."""
+    text = data.decode("utf-8", "replace")
+    lpar, rpar = text.index("("), text.rindex(")")
+    return text[lpar + 1:rpar], text[rpar + 2:].split()
+
+
+def read(pid):
+    """The Process with this pid, or None when it is gone."""
+    base = "%s/%d" % (PROC, pid)
+    try:
+        comm, f = parse_stat(_read(base + "/stat"))
+        raw = _read(base + "/cmdline")
+        uid = os.stat(base).st_uid
+    except (OSError, ValueError, IndexError):
+        return None
+    # A retitled process (setproctitle) pads its title with NULs: drop the trailing ones.
+    raw = raw.rstrip(b"\0")
+    argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0")] if raw else []
+    return Process(pid, int(f[1]), int(f[2]), int(f[3]), f[0], int(f[19]), int(f[6]), comm, argv, uid)
+
+
+def pids():
+    return [int(d) for d in os.listdir(PROC) if d.isdigit()]
+
+
+def snapshot():
+    """Every process now: {pid: Process}."""
+    out = {}
+    for pid in pids():
+        p = read(pid)
+        if p is not None:
+            out[pid] = p
+    return out
+
+
+def starttime(pid):
+    """The start time of pid, or None when it is gone."""
+    try:
+        return int(parse_stat(_read("%s/%d/stat" % (PROC, pid)))[1][19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def state(pid):
+    try:
+        return parse_stat(_read("%s/%d/stat" % (PROC, pid)))[1][0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_alive(identity):
+    """True while the process with this (pid, starttime) exists and is not a zombie."""
+    pid, start = identity
+    try:
+        f = parse_stat(_read("%s/%d/stat" % (PROC, pid)))[1]
+    except (OSError, ValueError, IndexError):
+        return False
+    return int(f[19]) == start and f[0] not in ("Z", "X")
+
+
+def ancestors(pid=None, procs=None):
+    """pid (default: this process) and every ancestor of it, up to PID 1."""
+    pid = os.getpid() if pid is None else pid
+    chain = []
+    seen = set()
+    while pid and pid not in seen:
+        seen.add(pid)
+        chain.append(pid)
+        p = procs.get(pid) if procs is not None else None
+        if p is None:
+            p = read(pid)
+        if p is None:
+            break
+        pid = p.ppid
+    return chain
+
+
+def children_map(procs):
+    kids = {}
+    for p in procs.values():
+        kids.setdefault(p.ppid, []).append(p.pid)
+    return kids
+
+
+def descendants(procs, roots):
+    """Every descendant of the root pids (not the roots themselves), in the snapshot procs."""
+    kids = children_map(procs)
+    out, stack, seen = [], list(roots), set(roots)
+    while stack:
+        for child in kids.get(stack.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def open_files(pid):
+    """{fd: target} of the process's open file descriptors (empty when not readable)."""
+    base = "%s/%d/fd" % (PROC, pid)
+    out = {}
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            out[int(fd)] = os.readlink(base + "/" + fd)
+        except OSError:
+            continue
+    return out
+
+
+def environ(pid):
+    """The process's environment as a dict (empty when not readable)."""
+    try:
+        raw = _read("%s/%d/environ" % (PROC, pid))
+    except OSError:
+        return {}
+    env = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, v = item.split(b"=", 1)
+            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return env

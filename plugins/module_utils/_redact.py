@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Hiding values that look like secrets in everything a module returns."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+MASK = "********"
+# Command-line flags whose value is a secret, and environment names that hold one.
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token", "--password")
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:_TOKEN|_KEY|_SECRET|_PASSWORD|API_KEY|TOKEN)"
+
+
+class Redactor:
+    """redact(text) masks the values of secret flags, NAME_TOKEN=/NAME_KEY= assignments and given words."""
+
+    def __init__(self, flags=(), values=()):
+        flags = tuple(SECRET_FLAGS) + tuple(flags)
+        self._flags = frozenset(flags)
+        alt = "|".join(re.escape(f) for f in sorted(set(flags), key=len, reverse=True))
+        self._flag = re.compile(r"(?<!\S)(%s)(=|\s+)(\S+)" % alt)
+        self._env = re.compile(r"(?<![A-Za-z0-9_])(%s)=(\S+)" % _ENV_NAME)
+        self._values = sorted((v for v in values if v), key=len, reverse=True)
+
+    def __call__(self, text):
+        if not isinstance(text, str):
+            return text
+        for v in self._values:
+            text = text.replace(v, MASK)
+        text = self._flag.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+        return self._env.sub(lambda m: m.group(1) + "=" + MASK, text)
+
+    def argv(self, argv):
+        """The same for an argv list: the element after a secret flag is masked too."""
+        out, hide_next = [], False
+        for a in argv:
+            if hide_next:
+                out.append(MASK)
+                hide_next = False
+                continue
+            flag, eq, dummy = a.partition("=")
+            if flag in self._flags:
+                out.append(flag + "=" + MASK if eq else a)
+                hide_next = not eq
+                continue
+            out.append(self(a))
+        return out
+
+    def env(self, env):
+        """A dict of environment variables with secret-looking values masked."""
+        return dict((k, MASK if re.match(r"(%s)$" % _ENV_NAME, k) else self(v)) for k, v in env.items())

@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Choosing processes by pid or pattern, safely: shared by process_kill, process_count and gpu_release."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
+
+# Never touched, whatever matched: decided on the executable's and argv[0]'s basename.
+PROTECTED = ("sshd", "systemd", "nvidia-persistenced", "nv-hostengine", "dcgm-exporter",
+             "nvidia-fabricmanager", "Xorg")
+DEFAULT_MAX_TARGETS = 64
+
+
+class SelectionError(Exception):
+    """Bad input: the message says what was wrong and what to do."""
+
+
+def _as_pids(value):
+    if value is None:
+        return []
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        try:
+            pid = int(str(item).strip())
+        except ValueError:
+            raise SelectionError("pid %r is not an integer: give process ids as positive integers" % (item,))
+        if pid <= 0:
+            raise SelectionError("pid %d is not positive: give process ids as positive integers" % pid)
+        out.append(pid)
+    return out
+
+
+def _compile(pattern, what):
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise SelectionError("%s %r is not a valid regular expression: %s" % (what, pattern, e))
+
+
+class Selector:
+    """What to select, validated up front: bad input raises SelectionError before anything is read or signalled."""
+
+    def __init__(self, pid=None, pattern=None, user=None, exclude=None, max_targets=DEFAULT_MAX_TARGETS,
+                 protect=None, unprotect=None, me=None):
+        self.pids = _as_pids(pid)
+        self.me = os.getpid() if me is None else me
+        if pattern is not None and not isinstance(pattern, str):
+            raise SelectionError("pattern must be a string")
+        if pattern is None and not self.pids:
+            raise SelectionError("give pid, pattern or both: nothing to select")
+        self.pattern = _compile(pattern, "pattern") if pattern is not None else None
+        if self.pattern is not None and self.pattern.search("") is not None:
+            raise SelectionError("pattern %r matches every process (it matches an empty command line); "
+                                 "give a pattern that names the server, for example 'sglang\\.launch_server'" % pattern)
+        if 1 in self.pids:
+            raise SelectionError("pid 1 is the init process and is never selected")
+        if self.me in self.pids:
+            raise SelectionError("pid %d is this module's own process and is never selected" % self.me)
+        self.user = user
+        self.exclude = [_compile(x, "exclude pattern") for x in (exclude or [])]
+        if max_targets is not None and int(max_targets) < 1:
+            raise SelectionError("max_targets must be at least 1")
+        self.max_targets = int(max_targets) if max_targets is not None else None
+        unknown = set(unprotect or []) - set(PROTECTED) - set(protect or [])
+        if unknown:
+            raise SelectionError("unprotect names %s, which are not protected" % ", ".join(sorted(unknown)))
+        self.protected = (set(PROTECTED) | set(protect or [])) - set(unprotect or [])
+
+    # --- what a process is to us ---------------------------------------------------------
+    def refusal(self, proc, ancestors):
+        """Why proc can never be selected (or None)."""
+        if proc.pid == 1:
+            return "init"
+        if proc.pid in ancestors:
+            return "self" if proc.pid == self.me else "ancestor"
+        if proc.is_kernel_thread:
+            return "kernel thread"
+        names = proc.names() & self.protected
+        if names:
+            return "protected (%s)" % ", ".join(sorted(names))
+        return None
+
+    def matches(self, proc):
+        """Does proc answer the pid/pattern/user/exclude filters (before any safety refusal)?"""
+        if proc.is_kernel_thread:
+            return False
+        hit = proc.pid in self.pids
+        if not hit and self.pattern is not None:
+            hit = self.pattern.search(proc.cmdline) is not None
+        if not hit:
+            return False
+        if self.user is not None and proc.user != self.user and str(proc.uid) != str(self.user):
+            return False
+        return not any(x.search(proc.cmdline) for x in self.exclude)
+
+    def select(self, procs=None, tree=False):
+        """Selection over a snapshot. Returns a Selection."""
+        procs = _procfs.snapshot() if procs is None else procs
+        ancestors = set(_procfs.ancestors(self.me, procs))
+        sel = Selection()
+        matched = [p for p in procs.values() if self.matches(p)]
+        sel.missing = [pid for pid in self.pids if pid not in procs]
+        chosen = {}
+        for p in matched:
+            chosen[p.pid] = "match"
+        if tree:
+            for pid in _procfs.descendants(procs, [p.pid for p in matched]):
+                chosen.setdefault(pid, "descendant")
+        for pid in sorted(chosen):
+            p = procs[pid]
+            why = self.refusal(p, ancestors)
+            if why:
+                if chosen[pid] == "match" or why.startswith("protected"):
+                    sel.refused.append((p, why))
+                continue
+            if p.is_zombie:
+                sel.zombies.append(p)
+                continue
+            sel.targets.append(p)
+            sel.reason[pid] = chosen[pid]
+        if self.max_targets is not None and len(sel.targets) > self.max_targets:
+            raise SelectionError(
+                "%d processes would be hit, more than max_targets=%d; narrow the selection or raise "
+                "max_targets. They are: %s" % (len(sel.targets), self.max_targets,
+                                               "; ".join("%d %s" % (p.pid, p.cmdline[:120]) for p in sel.targets)))
+        return sel
+
+
+class Selection:
+    def __init__(self):
+        self.targets = []   # Process, alive, may be signalled
+        self.reason = {}    # pid -> "match" | "descendant" (| "holder" for gpu_release)
+        self.refused = []   # (Process, why) that matched but are never touched
+        self.zombies = []   # Process, dead already
+        self.missing = []   # pids asked for by number that do not exist
+
+    def roots(self):
+        """Targets whose parent is not a target: where a tree stop (mixed mode) sends its first signal."""
+        pids = set(p.pid for p in self.targets)
+        return [p for p in self.targets if p.ppid not in pids]

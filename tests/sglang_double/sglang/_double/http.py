@@ -1,0 +1,147 @@
+"""The HTTP API the double answers, in the shapes the real server uses."""
+import json
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler
+
+_OPEN_PATHS = ("/health", "/ready", "/metrics")  # the real api-key middleware lets these through
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        pass  # uvicorn's access log is not what the tests read
+
+    @property
+    def srv(self):
+        return self.server.server
+
+    # --- helpers -------------------------------------------------------------------------
+    def send_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def send_empty(self, code):
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def authorised(self):
+        key = self.srv.args.api_key
+        if not key or self.path.startswith(_OPEN_PATHS):
+            return True
+        if self.headers.get("Authorization") == "Bearer " + key:
+            return True
+        self.send_json(401, {"error": "Unauthorized"})
+        return False
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:
+            return None
+
+    # --- GET -----------------------------------------------------------------------------
+    def do_GET(self):  # pylint: disable=invalid-name
+        if not self.authorised():
+            return
+        s = self.srv
+        path = self.path.split("?", 1)[0]
+        if path in ("/health", "/health_generate"):
+            if s.phase != "ready" or s.draining:
+                return self.send_empty(503)
+            time.sleep(s.knobs.health_seconds)  # the real one runs a 1-token generation
+            return self.send_empty(200 if not s.draining else 503)
+        if path == "/ready" and s.knobs.at_least("0.5.23"):
+            return self.send_empty(200 if s.phase == "ready" and not s.draining else 503)
+        if path == "/get_model_info" or (path == "/model_info" and s.knobs.at_least("0.5.9")):
+            return self.send_json(200, {
+                "model_path": s.args.model_path,
+                "tokenizer_path": s.args.tokenizer_path or s.args.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            })
+        if path == "/v1/models":
+            return self.send_json(200, {"object": "list", "data": [{
+                "id": s.served_model_name, "object": "model", "created": int(s.started),
+                "owned_by": "sglang", "root": s.served_model_name, "max_model_len": s.args.context_length or 32768,
+            }]})
+        if path in ("/server_info", "/get_server_info"):
+            info = {k: v for k, v in vars(s.args).items() if k != "api_key"}
+            info.update({"version": s.knobs.version, "internal_states": [{"last_gen_throughput": 0.0}]})
+            return self.send_json(200, info)
+        return self.send_json(404, {"detail": "Not Found"})
+
+    # --- POST ----------------------------------------------------------------------------
+    def do_POST(self):  # pylint: disable=invalid-name
+        if not self.authorised():
+            return
+        path = self.path.split("?", 1)[0]
+        req = self.body()
+        if req is None:
+            return self.send_json(400, {"error": {"message": "invalid JSON body"}})
+        if path == "/generate":
+            return self.generate(req)
+        if path == "/v1/completions":
+            return self.completions(req)
+        return self.send_json(404, {"detail": "Not Found"})
+
+    def tokens(self, n):
+        """Yields n tokens at the server's pace, counting the request as in flight."""
+        s = self.srv
+        with s.lock:
+            s.inflight += 1
+        try:
+            for i in range(n):
+                time.sleep(s.knobs.token_seconds)
+                yield " tok%d" % i
+        finally:
+            with s.lock:
+                s.inflight -= 1
+
+    def generate(self, req):
+        params = req.get("sampling_params") or {}
+        n = int(params.get("max_new_tokens", 16))
+        prompt = req.get("text") or ""
+        rid = uuid.uuid4().hex
+        meta = {"id": rid, "prompt_tokens": max(1, len(str(prompt).split())), "completion_tokens": 0,
+                "cached_tokens": 0, "finish_reason": None}
+        if not req.get("stream"):
+            text = "".join(self.tokens(n))
+            meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
+            return self.send_json(200, {"text": text, "meta_info": meta})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        text = ""
+        for i, tok in enumerate(self.tokens(n)):
+            text += tok
+            meta["completion_tokens"] = i + 1
+            if i + 1 == n:
+                meta["finish_reason"] = {"type": "length", "length": n}
+            self.wfile.write(b"data: " + json.dumps({"text": text, "meta_info": meta}).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+        return None
+
+    def completions(self, req):
+        n = int(req.get("max_tokens", 16))
+        text = "".join(self.tokens(n))
+        prompt_tokens = max(1, len(str(req.get("prompt", "")).split()))
+        return self.send_json(200, {
+            "id": uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
+            "model": self.srv.served_model_name,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n},
+        })

@@ -1,0 +1,85 @@
+"""The server's child processes: schedulers (one per TP rank), the detokenizer, and fault-made orphans.
+
+Each runs in a multiprocessing "spawn" child, as in the real server, so its command line starts as
+`python -c from multiprocessing.spawn import spawn_main; ...` until setproctitle retitles it.
+"""
+import ctypes
+import glob
+import os
+import re
+import signal
+import time
+
+PR_SET_NAME = 15
+PR_SET_PDEATHSIG = 1
+_GPU_NODE = re.compile(r"nvidia(\d+)$")
+
+
+def _prctl(option, arg):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(option, arg, 0, 0, 0)
+
+
+def device_files(globs, gpu):
+    """What a CUDA process on GPU `gpu` holds: its own /dev/nvidiaN plus every shared node (ctl, uvm, caps)."""
+    held = []
+    for pattern in globs:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.isdir(path):
+                continue
+            m = _GPU_NODE.search(os.path.basename(path))
+            if m and int(m.group(1)) != gpu:
+                continue
+            held.append(path)
+    return held
+
+
+_HELD = []  # open device files and CUDA buffers, kept for the life of the process
+
+
+def _hold(paths):
+    _HELD.extend(open(p, "rb") for p in paths)  # pylint: disable=consider-using-with
+
+
+def _cuda_allocate(gpu, gib):
+    """Real-GPU mode: create a CUDA context on `gpu` and keep `gib` GiB allocated."""
+    import torch  # only on a GPU machine
+
+    torch.cuda.set_device(gpu)
+    return torch.empty(int(gib * (1 << 30)), dtype=torch.uint8, device="cuda:%d" % gpu)
+
+
+def _sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
+def _become(title, devices, cuda_gib, gpu):
+    if title:
+        import setproctitle
+
+        setproctitle.setproctitle(title)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # no handler: SIGTERM kills a scheduler at once
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _hold(devices)
+    if cuda_gib:
+        _HELD.append(_cuda_allocate(gpu, cuda_gib))
+
+
+def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None):
+    """Entry of a spawned child.
+
+    detach: fork once more and leave, so the worker is reparented (to PID 1 or a subreaper) in a
+    session of its own, as orphaned schedulers are; untitled: keep the spawn command line.
+    ready: the sending end of a pipe, told once the devices are held.
+    """
+    if detach:
+        if os.fork() > 0:
+            os._exit(0)  # the spawned child leaves; its child is adopted
+        os.setsid()
+    elif not untitled:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _become(None if untitled else title, devices, cuda_gib, gpu)
+    if ready is not None:
+        ready.send(True)
+    _sleep_forever()

@@ -1,0 +1,141 @@
+"""Runs the SGLang double as a real process tree on the host, with real HTTP on loopback."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+DOUBLE = Path(__file__).resolve().parents[1]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout=10.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met within %.1fs" % timeout)
+
+
+def http(port, path, method="GET", body=None, headers=None, timeout=10):
+    """(status, body bytes); status 0 when the connection is refused."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body, method=method,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (ConnectionRefusedError, urllib.error.URLError) as e:
+        if isinstance(getattr(e, "reason", e), ConnectionRefusedError):
+            return 0, b""
+        raise
+
+
+def children_of(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path("/proc/%s/stat" % d).read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def cmdline(pid):
+    return Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def alive(pid):
+    try:
+        stat = Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+class Double:
+    def __init__(self, tmp_path, args=(), tp=2, **knobs):
+        self.port = free_port()
+        self.log = tmp_path / "sglang.log"
+        self.dev = tmp_path / "dev"  # regular files standing in for the device nodes
+        self.dev.mkdir(exist_ok=True)
+        for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+            (self.dev / name).touch()
+        knobs.setdefault("devices", str(self.dev / "nvidia*"))
+        env = dict(os.environ, PYTHONPATH=str(DOUBLE), SGLANG_DOUBLE_LOAD_SECONDS="0.5",
+                   SGLANG_DOUBLE_WARMUP_SECONDS="0.3", SGLANG_DOUBLE_HEALTH_SECONDS="0.2",
+                   SGLANG_DOUBLE_WATCHDOG_SECONDS="0.5", SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"))
+        env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
+        self.argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/tiny",
+                     "--tp", str(tp), "--port", str(self.port), *args]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+
+    def get(self, path, **kw):
+        return http(self.port, path, **kw)
+
+    def wait_ready(self, timeout=15):
+        wait_for(lambda: self.get("/health")[0] == 200, timeout)
+
+    def logtext(self):
+        return self.log.read_text()
+
+    def events(self):
+        path = self.log.parent / "state.jsonl"
+        return [json.loads(line)["event"] for line in path.read_text().splitlines()] if path.exists() else []
+
+    def titled(self):
+        return {cmdline(p): p for p in children_of(self.pid) if cmdline(p).startswith("sglang::")}
+
+
+@pytest.fixture
+def double(tmp_path):
+    made = []
+
+    def start(*args, **kw):
+        d = Double(tmp_path, *args, **kw)
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+    # what a fault left behind: this test's orphans, known by the device files they hold
+    for pid in holders(str(tmp_path)):
+        os.kill(pid, signal.SIGKILL)
+
+
+def holders(prefix):
+    """Pids with an open file under `prefix`."""
+    found = []
+    for pid in [int(x) for x in os.listdir("/proc") if x.isdigit()]:
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+            if any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith(prefix) for fd in fds):
+                found.append(pid)
+        except OSError:
+            continue
+    return found

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make demo`: the "before" picture. A systemd container with the SGLang double started by hand
+# under nohup, exactly as the seeds did; its process tree and its health answers while it loads.
+# KEEP=1 leaves the container running (remove it with `make demo-clean` or `molecule destroy`).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+export NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
+bash tests/setup.sh
+source tests/testbed/env.sh
+export INFEROPS_SSH_PORT=2299   # the port inventories/demo names
+cleanup() { [ "${KEEP:-0}" = 1 ] || molecule destroy -s testbed >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+echo "== bringing up the test bed (systemd container, SSH on 127.0.0.1:$INFEROPS_SSH_PORT)"
+molecule destroy -s testbed >/dev/null 2>&1 || true
+molecule create -s testbed >/dev/null
+molecule prepare -s testbed >/dev/null
+inv=inventories/demo/hosts.yml
+run() { ansible -i "$inv" sglang_servers -o -m ansible.builtin.shell -a "$1" | sed 's/ | CHANGED | rc=0 | (stdout) /\n/; s/\\n/\n/g'; }
+echo
+echo "== before: the server as it was started by hand (nohup, no unit, no supervisor)"
+run "ps -eo pid,ppid,pgid,etime,args --forest | grep -E 'sglang|spawn_main|resource_tracker' | grep -v grep"
+echo
+echo "== health answers while it loads (port closed -> warm-up 503 -> ready 200)"
+run "python3 - <<'PY'
+import time, urllib.request, urllib.error
+def get(p):
+    try:
+        with urllib.request.urlopen('http://127.0.0.1:30000' + p, timeout=30) as r: return r.status
+    except urllib.error.HTTPError as e: return e.code
+    except OSError: return 'refused'
+t0, last = time.time(), None
+while time.time() - t0 < 120:
+    now = (get('/v1/models'), get('/health'))
+    if now != last:
+        print('%6.1f s  /v1/models=%s  /health=%s' % (time.time() - t0, *now)); last = now
+    if now[1] == 200: break
+    time.sleep(0.2)
+PY"
+echo
+echo "== the log the seeds stared at"
+run "tail -n 3 /root/sglang.log"

@@ -1,0 +1,12 @@
+# shellcheck shell=bash
+# Sourced by tests/run.sh and the demo: the environment every tool of the test bed runs in.
+INFEROPS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export INFEROPS_ROOT
+export CONTAINERS_CONF=$INFEROPS_ROOT/tests/testbed/containers.conf
+export PATH=$INFEROPS_ROOT/.venv/bin:$PATH
+export ANSIBLE_COLLECTIONS_PATH=$INFEROPS_ROOT/.cache/collections
+eval "$("$INFEROPS_ROOT/tests/testbed/build-image.sh")"
+export INFEROPS_TESTBED_BASE INFEROPS_TESTBED_IMAGE
+mkdir -p "$INFEROPS_ROOT/.cache/ssh" "$INFEROPS_ROOT/.cache/collections/ansible_collections/inferops"
+[ -f "$INFEROPS_ROOT/.cache/ssh/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -f "$INFEROPS_ROOT/.cache/ssh/id_ed25519"
+ln -sfn "$INFEROPS_ROOT" "$INFEROPS_ROOT/.cache/collections/ansible_collections/inferops/sglang"

@@ -1,0 +1,68 @@
+"""Makes the collection importable as ansible_collections.inferops.sglang, and spawns real processes."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
+(_tree / "ansible_collections" / "inferops").mkdir(parents=True)
+(_tree / "ansible_collections" / "inferops" / "sglang").symlink_to(ROOT)
+sys.path.insert(0, str(_tree))
+
+
+def wait_for(cond, timeout=10.0, interval=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met within %.1fs" % timeout)
+
+
+class Spawner:
+    """Starts real processes from small Python programs and cleans up everything they leave."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.marker = "inferops-test-%d-%s" % (os.getpid(), tmp_path.name)
+        self.procs = []
+
+    def python(self, code, *args, argv0=None, new_session=False, **kw):
+        """Run `python -c code marker args...`; the marker in argv makes leftovers findable."""
+        script = self.tmp / ("p%d.py" % len(self.procs))
+        script.write_text(textwrap.dedent(code))
+        cmd = [sys.executable, str(script), self.marker, *args]
+        p = subprocess.Popen(cmd, executable=sys.executable, start_new_session=new_session,
+                             stdin=subprocess.DEVNULL, **kw)
+        if argv0:
+            p.args = cmd
+        self.procs.append(p)
+        return p
+
+    def cleanup(self):
+        from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for proc in _procfs.snapshot().values():
+            if self.marker in proc.cmdline or str(self.tmp) in " ".join(_procfs.open_files(proc.pid).values()):
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    s = Spawner(tmp_path)
+    yield s
+    s.cleanup()
