@@ -50,12 +50,13 @@ class Selector:
     """What to select, validated up front: bad input raises SelectionError before anything is read or signalled."""
 
     def __init__(self, pid=None, pattern=None, user=None, exclude=None, max_targets=DEFAULT_MAX_TARGETS,
-                 protect=None, unprotect=None, me=None):
+                 protect=None, unprotect=None, me=None, required=True, redact=None):
         self.pids = _as_pids(pid)
+        self.redact = redact or (lambda text: text)
         self.me = os.getpid() if me is None else me
         if pattern is not None and not isinstance(pattern, str):
             raise SelectionError("pattern must be a string")
-        if pattern is None and not self.pids:
+        if required and pattern is None and not self.pids:
             raise SelectionError("give pid, pattern or both: nothing to select")
         self.pattern = _compile(pattern, "pattern") if pattern is not None else None
         if self.pattern is not None and self.pattern.search("") is not None:
@@ -90,14 +91,18 @@ class Selector:
         return None
 
     def matches(self, proc):
-        """Does proc answer the pid/pattern/user/exclude filters (before any safety refusal)?"""
+        """Does proc answer the pid/pattern/user/exclude filters (before any safety refusal)?
+
+        With neither pid nor pattern (required=False), every process answers them.
+        """
         if proc.is_kernel_thread:
             return False
-        hit = proc.pid in self.pids
-        if not hit and self.pattern is not None:
-            hit = self.pattern.search(proc.cmdline) is not None
-        if not hit:
-            return False
+        if self.pids or self.pattern is not None:
+            hit = proc.pid in self.pids
+            if not hit and self.pattern is not None:
+                hit = self.pattern.search(proc.cmdline) is not None
+            if not hit:
+                return False
         if self.user is not None and proc.user != self.user and str(proc.uid) != str(self.user):
             return False
         return not any(x.search(proc.cmdline) for x in self.exclude)
@@ -127,12 +132,16 @@ class Selector:
                 continue
             sel.targets.append(p)
             sel.reason[pid] = chosen[pid]
-        if self.max_targets is not None and len(sel.targets) > self.max_targets:
+        self.check_count(sel.targets)
+        return sel
+
+    def check_count(self, targets):
+        if self.max_targets is not None and len(targets) > self.max_targets:
+            show = self.redact
             raise SelectionError(
                 "%d processes would be hit, more than max_targets=%d; narrow the selection or raise "
-                "max_targets. They are: %s" % (len(sel.targets), self.max_targets,
-                                               "; ".join("%d %s" % (p.pid, p.cmdline[:120]) for p in sel.targets)))
-        return sel
+                "max_targets. They are: %s" % (len(targets), self.max_targets,
+                                               "; ".join("%d %s" % (p.pid, show(p.cmdline)[:120]) for p in targets)))
 
 
 class Selection:

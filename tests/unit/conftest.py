@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
 (_tree / "ansible_collections" / "inferops").mkdir(parents=True)
 (_tree / "ansible_collections" / "inferops" / "sglang").symlink_to(ROOT)
-sys.path.insert(0, str(_tree))
+COLLECTIONS = str(_tree)
+sys.path.insert(0, COLLECTIONS)
 
 
 def wait_for(cond, timeout=10.0, interval=0.01):

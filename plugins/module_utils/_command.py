@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""External commands (nvidia-smi, systemctl, journalctl) always run under coreutils' timeout.
+
+`run` is a callable taking an argv list and returning (rc, stdout, stderr): AnsibleModule.run_command
+in the modules.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+
+TIMED_OUT = 124  # timeout's exit status when the command ran out of time
+
+
+class CommandError(Exception):
+    pass
+
+
+def timed(run, argv, seconds):
+    """Run argv, killed after `seconds` (SIGTERM, then SIGKILL 2 s later). Returns (rc, out, err)."""
+    rc, out, err = run(["timeout", "-k", "2", str(int(math.ceil(seconds))), ] + list(argv))
+    if rc == TIMED_OUT or rc == 128 + 9:
+        raise CommandError("%s did not answer within %d s" % (argv[0], int(math.ceil(seconds))))
+    return rc, out, err

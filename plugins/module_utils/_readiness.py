@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""An SGLang server's start-up phases over HTTP: loading (port closed), warm-up, ready."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import socket
+import time
+
+from http.client import HTTPConnection, HTTPSConnection, HTTPException
+from urllib.parse import urlsplit
+
+POLL = 0.1             # seconds between looks; a refused connect or a /ready answer costs next to nothing
+REQUEST_TIMEOUT = 30   # /health runs a generation: up to SGLANG_HEALTH_CHECK_TIMEOUT (20 s) on the server
+
+
+class Answer:
+    def __init__(self, status, body=b"", seconds=0.0, error=None):
+        self.status = status      # 0: nothing listens (refused); None: no answer (timeout, reset)
+        self.body = body
+        self.seconds = seconds
+        self.error = error
+
+    def json(self):
+        try:
+            return json.loads(self.body.decode("utf-8", "replace"))
+        except ValueError:
+            return None
+
+    def as_dict(self):
+        return {"status": self.status, "seconds": round(self.seconds, 3)}
+
+
+class Server:
+    def __init__(self, url, api_key=None):
+        self.url = url.rstrip("/")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url %r is not an http(s) URL such as http://127.0.0.1:30000" % url)
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base = parts.path.rstrip("/")
+        self.conn_class = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+        self.api_key = api_key
+
+    def port_open(self, timeout=1.0):
+        try:
+            with socket.create_connection((self.host, self.port), timeout=timeout):
+                return True
+        except OSError:
+            return False
+
+    def request(self, path, body=None, timeout=REQUEST_TIMEOUT):
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        t0 = time.monotonic()
+        conn = self.conn_class(self.host, self.port, timeout=timeout)
+        try:
+            conn.request("POST" if data else "GET", self.base + path, body=data, headers=headers)
+            r = conn.getresponse()
+            return Answer(r.status, r.read(), time.monotonic() - t0)
+        except ConnectionRefusedError as e:
+            return Answer(0, seconds=time.monotonic() - t0, error=str(e))
+        except (OSError, HTTPException, socket.timeout) as e:
+            return Answer(None, seconds=time.monotonic() - t0, error=str(e))
+        finally:
+            conn.close()
+
+
+class NotReady(Exception):
+    def __init__(self, msg, result):
+        Exception.__init__(self, msg)
+        self.result = result
+
+
+def wait(server, timeout=900.0, ready="auto", models=True, generate=False, checks=(), check_every=1.0,
+         poll=POLL, clock=time.monotonic):
+    """Wait until the server is ready; raise NotReady when it cannot be, or when timeout passes.
+
+    ready: 'auto' (/ready where the server has it, else /health), or a path that must answer 200.
+    checks: callables returning None while the server may still come up, else the reason it cannot.
+    """
+    t0 = clock()
+    res = {"phases": {}, "attempts": 0, "endpoints": {}, "ready_path": None, "model": None}
+    phase, phase_t = "loading", t0
+    ready_path = None if ready == "auto" else ready
+    next_check = t0
+
+    def done(name):
+        now = clock()
+        res["phases"][name] = round(now - phase_t, 3)
+        return now
+
+    while True:
+        now = clock()
+        if now >= next_check:
+            for check in checks:
+                why = check()
+                if why:
+                    res["elapsed"] = round(now - t0, 3)
+                    res["phase"] = phase
+                    raise NotReady(why, res)
+            next_check = now + check_every
+        if now - t0 >= timeout:
+            res["elapsed"] = round(now - t0, 3)
+            res["phase"] = phase
+            raise NotReady("the server at %s was not ready within %.0f s (still %s)" % (server.url, timeout, phase), res)
+        res["attempts"] += 1
+        if phase == "loading":
+            if server.port_open():
+                phase_t = done("loading")
+                phase = "warmup"
+                continue
+        else:
+            if ready_path is None:
+                probe = server.request("/ready")
+                ready_path = "/health" if probe.status == 404 else "/ready"
+                answer = probe if ready_path == "/ready" else server.request(ready_path)
+            else:
+                answer = server.request(ready_path)
+            res["endpoints"][ready_path] = answer.as_dict()
+            if answer.status == 200:
+                done("warmup")
+                break
+            if answer.status == 0:  # the port closed again: the server went back to loading (or died)
+                phase, phase_t = "loading", clock()
+        time.sleep(poll)
+    res["ready_path"] = ready_path
+    res["ready_after"] = round(clock() - t0, 3)
+    if models:
+        answer = server.request("/v1/models")
+        res["endpoints"]["/v1/models"] = answer.as_dict()
+        data = answer.json() or {}
+        if answer.status != 200:
+            hint = " (the server wants an API key: give api_key)" if answer.status == 401 else ""
+            raise NotReady("%s answered /v1/models with %s%s" % (server.url, answer.status, hint), res)
+        names = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+        res["model"] = names[0] if names else None
+        res["models"] = names
+    if generate:
+        answer = server.request("/generate", {"text": "Say OK.", "sampling_params": {"max_new_tokens": 4, "temperature": 0}})
+        res["endpoints"]["/generate"] = answer.as_dict()
+        data = answer.json() or {}
+        text = data.get("text") if isinstance(data, dict) else None
+        if answer.status != 200 or not text:
+            raise NotReady("%s answered a test generation with %s and no text" % (server.url, answer.status), res)
+        res["generated"] = text
+    res["elapsed"] = round(clock() - t0, 3)
+    return res

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""systemctl and journalctl, always with a timeout."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+
+TIMEOUT = 15
+UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", "ExecMainStatus", "LoadState")
+
+
+def show(run, unit, properties=UNIT_PROPERTIES):
+    """{property: value} of a unit, from `systemctl show`."""
+    rc, out, err = timed(run, ["systemctl", "show", unit, "--property=" + ",".join(properties)], TIMEOUT)
+    if rc != 0:
+        raise RuntimeError("systemctl show %s failed (rc %d): %s" % (unit, rc, err.strip()))
+    props = {}
+    for line in out.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            props[k] = v
+    return props
+
+
+def journal(run, unit, lines=20):
+    """The unit's last journal lines (empty list when journalctl is missing or fails)."""
+    try:
+        rc, out, dummy = timed(run, ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"], TIMEOUT)
+    except (OSError, CommandError):
+        return []
+    return out.splitlines()[-lines:] if rc == 0 else []
+
+
+def tail(path, lines=20):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 65536))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return data.splitlines()[-lines:]
+
+
+class UnitWatch:
+    """Tells when a unit can no longer come up: failed, stopped after it started, or restarted."""
+
+    def __init__(self, run, unit):
+        self.run = run
+        self.unit = unit
+        first = show(run, unit)
+        if first.get("LoadState") == "not-found":
+            raise RuntimeError("unit %s does not exist" % unit)
+        self.restarts = int(first.get("NRestarts") or 0)
+        self.seen_running = first.get("ActiveState") in ("active", "activating", "reloading")
+        self.last = first
+
+    def problem(self):
+        """None while the unit may still come up; else why not."""
+        p = show(self.run, self.unit)
+        self.last = p
+        state, sub = p.get("ActiveState"), p.get("SubState")
+        if int(p.get("NRestarts") or 0) > self.restarts:
+            return "unit %s restarted (NRestarts %s -> %s)" % (self.unit, self.restarts, p.get("NRestarts"))
+        if sub == "auto-restart":
+            return "unit %s is in activating (auto-restart): its process exited (%s)" % (self.unit, p.get("Result"))
+        if state == "failed":
+            return "unit %s failed (result %s, status %s)" % (self.unit, p.get("Result"), p.get("ExecMainStatus"))
+        if state in ("active", "activating", "reloading"):
+            self.seen_running = True
+        elif state in ("inactive", "deactivating") and self.seen_running:
+            return "unit %s stopped (%s/%s): its process exited with status %s (result %s)" % (
+                self.unit, state, sub, p.get("ExecMainStatus"), p.get("Result"))
+        return None

@@ -1,0 +1,55 @@
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.unit.conftest import wait_for  # noqa: F401  (re-exported for the tests)
+
+
+@pytest.fixture
+def run(spawn, tmp_path):
+    """run(PROGRAM, *args) -> (Popen, info dict) once the program wrote its ready file."""
+    count = [0]
+
+    def start(program, *args, **kw):
+        count[0] += 1
+        ready = tmp_path / ("ready-%d.json" % count[0])
+        p = spawn.python(program, str(ready), *args, **kw)
+        wait_for(lambda: ready.exists() and ready.stat().st_size > 0, 10)
+        return p, json.loads(ready.read_text())
+
+    return start
+
+
+def run_command(argv):
+    """What AnsibleModule.run_command gives the module_utils: (rc, stdout, stderr)."""
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture
+def devices(tmp_path):
+    """Regular files standing in for two GPUs' device nodes and the shared nodes."""
+    d = tmp_path / "dev"
+    (d / "nvidia-caps").mkdir(parents=True)
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-caps/nvidia-cap1", "nvidia-caps/nvidia-cap2"):
+        (d / name).touch()
+    return d
+
+
+@pytest.fixture
+def decoy(tmp_path, devices):
+    """A real executable named nvidia-persistenced holding every device file open (fds kept across exec)."""
+    exe = tmp_path / "bin" / "nvidia-persistenced"
+    exe.parent.mkdir()
+    shutil.copy("/bin/sleep", exe)
+    files = sorted(str(p) for p in devices.rglob("*") if p.is_file())
+    redirs = " ".join("%d<%s" % (3 + i, f) for i, f in enumerate(files))
+    p = subprocess.Popen(["bash", "-c", "exec %s %s 600" % (redirs, exe)], stdin=subprocess.DEVNULL)
+    from tests.unit.conftest import wait_for as w
+    w(lambda: os.path.basename(os.readlink("/proc/%d/exe" % p.pid)) == "nvidia-persistenced")
+    yield p
+    p.kill()
+    p.wait()

@@ -1,0 +1,92 @@
+"""The start-up phases over real HTTP on loopback, against the SGLang double walking through them."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness
+from tests.unit.conftest import ROOT
+
+DOUBLE = str(ROOT / "tests" / "sglang_double")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(spawn, tmp_path):
+    def start(*args, **knobs):
+        port = free_port()
+        env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"),
+                   SGLANG_DOUBLE_LOAD_SECONDS="1", SGLANG_DOUBLE_WARMUP_SECONDS="0.5", SGLANG_DOUBLE_HEALTH_SECONDS="1")
+        env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
+        p = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp", "1",
+                              "--port", str(port), "--served-model-name", spawn.marker, *args],
+                             env=env, stdout=open(tmp_path / "log", "wb"), stderr=subprocess.STDOUT)
+        spawn.procs.append(p)
+        p.url = "http://127.0.0.1:%d" % port
+        p.events = lambda: dict((e["event"], e["time"]) for e in map(json.loads, open(tmp_path / "state.jsonl")))
+        return p
+    return start
+
+
+def test_walks_the_phases_and_sees_ready_at_once(server, spawn):
+    p = server()
+    res = _readiness.wait(_readiness.Server(p.url), timeout=30)
+    seen = time.time()
+    assert res["ready_path"] == "/ready"
+    assert res["model"] == spawn.marker
+    assert res["phases"]["loading"] >= 0.9 and res["phases"]["warmup"] >= 0.4
+    assert seen - p.events()["ready"] < 0.25, "readiness seen within 0.25 s of the server turning ready"
+
+
+def test_health_only_servers(server, spawn):
+    p = server(version="0.5.15")
+    res = _readiness.wait(_readiness.Server(p.url), timeout=30, generate=True)
+    assert res["ready_path"] == "/health"
+    assert res["endpoints"]["/health"]["seconds"] >= 1.0, "the real /health takes a generation's time"
+    assert res["generated"]
+
+
+def test_api_key(server, spawn):
+    p = server("--api-key", "sk-secret")
+    with pytest.raises(_readiness.NotReady, match="401.*give api_key"):
+        _readiness.wait(_readiness.Server(p.url), timeout=30)
+    res = _readiness.wait(_readiness.Server(p.url, api_key="sk-secret"), timeout=30, generate=True)
+    assert res["model"] == spawn.marker and res["generated"]
+
+
+def test_fails_fast_when_the_process_dies(server):
+    p = server(faults="crash_during_load", load_seconds=2)
+    ident = (p.pid, _procfs.starttime(p.pid))
+    t0 = time.monotonic()
+    with pytest.raises(_readiness.NotReady, match="exited") as e:
+        _readiness.wait(_readiness.Server(p.url), timeout=60, check_every=0.2,
+                        checks=[lambda: None if _procfs.is_alive(ident) else "pid %d exited" % p.pid])
+    assert time.monotonic() - t0 < 3
+    assert e.value.result["phase"] == "loading"
+
+
+def test_timeout_names_the_phase(server):
+    p = server(faults="never_healthy")
+    with pytest.raises(_readiness.NotReady, match="not ready within 2 s .still warmup."):
+        _readiness.wait(_readiness.Server(p.url), timeout=2)
+
+
+def test_does_not_stack_requests_on_health(server):
+    """One request at a time: the count of /health answers matches the looks taken."""
+    p = server(version="0.5.15", warmup_seconds="2")
+    res = _readiness.wait(_readiness.Server(p.url), timeout=30)
+    assert res["attempts"] < 200
+
+
+def test_bad_url():
+    with pytest.raises(ValueError, match="not an http"):
+        _readiness.Server("localhost:30000")
