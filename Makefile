@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean
+.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count
 
 test:
 	bash tests/run.sh
@@ -19,3 +19,8 @@ molecule:
 
 clean:
 	rm -rf .venv .cache tests/output
+
+# Benchmarks (not tests): each prints a table.
+bench-readiness bench-count:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
+	  python benchmarks/$(subst bench-count,process_count_scale,$(subst bench-readiness,readiness_lag,$@)).py

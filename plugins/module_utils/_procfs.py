@@ -111,30 +111,46 @@ def parse_stat(data):
     return text[lpar + 1:rpar], text[rpar + 2:].split()
 
 
-def read(pid):
+def _argv(raw):
+    # A retitled process (setproctitle) pads its title with NULs: drop the trailing ones.
+    raw = raw.rstrip(b"\0")
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0")] if raw else []
+
+
+def read(pid, raw_cmdline=None):
     """The Process with this pid, or None when it is gone."""
     base = "%s/%d" % (PROC, pid)
     try:
         comm, f = parse_stat(_read(base + "/stat"))
-        raw = _read(base + "/cmdline")
+        raw = _read(base + "/cmdline") if raw_cmdline is None else raw_cmdline
         uid = os.stat(base).st_uid
     except (OSError, ValueError, IndexError):
         return None
-    # A retitled process (setproctitle) pads its title with NULs: drop the trailing ones.
-    raw = raw.rstrip(b"\0")
-    argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0")] if raw else []
-    return Process(pid, int(f[1]), int(f[2]), int(f[3]), f[0], int(f[19]), int(f[6]), comm, argv, uid)
+    return Process(pid, int(f[1]), int(f[2]), int(f[3]), f[0], int(f[19]), int(f[6]), comm, _argv(raw), uid)
 
 
 def pids():
     return [int(d) for d in os.listdir(PROC) if d.isdigit()]
 
 
-def snapshot():
-    """Every process now: {pid: Process}."""
+def snapshot(wanted=None):
+    """Every process now: {pid: Process}.
+
+    wanted(pid, cmdline) -> bool, when given, is asked first from the command line alone (one read a
+    process), and only the processes it wants are read whole: a scan for a pattern among 10,000
+    processes then costs one read of each command line.
+    """
     out = {}
     for pid in pids():
-        p = read(pid)
+        raw = None
+        if wanted is not None:
+            try:
+                raw = _read("%s/%d/cmdline" % (PROC, pid))
+            except OSError:
+                continue
+            if not wanted(pid, " ".join(_argv(raw))):
+                continue
+        p = read(pid, raw)
         if p is not None:
             out[pid] = p
     return out

@@ -107,9 +107,19 @@ class Selector:
             return False
         return not any(x.search(proc.cmdline) for x in self.exclude)
 
+    def prefilter(self, pid, cmdline):
+        """From the command line alone: could this process answer the pid/pattern filters?"""
+        if pid in self.pids:
+            return True
+        return self.pattern is not None and bool(cmdline) and self.pattern.search(cmdline) is not None
+
     def select(self, procs=None, tree=False):
-        """Selection over a snapshot. Returns a Selection."""
-        procs = _procfs.snapshot() if procs is None else procs
+        """Selection over a snapshot (taken here when not given; a full one when the tree is wanted).
+
+        Returns a Selection.
+        """
+        if procs is None:
+            procs = _procfs.snapshot(None if tree or not (self.pids or self.pattern) else self.prefilter)
         ancestors = set(_procfs.ancestors(self.me, procs))
         sel = Selection()
         matched = [p for p in procs.values() if self.matches(p)]

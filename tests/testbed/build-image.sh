@@ -35,7 +35,7 @@ fi
 
 # The double's wheel (and its one dependency) come from the host's wheel cache.
 "$here/wheels.sh" >&2
-layer_hash=$( (echo "$base"; cat "$here/Containerfile"; sha256sum "$cache"/wheels/double/*.whl | cut -c1-64) | sha256sum | cut -c1-12)
+layer_hash=$( (echo "$base"; cat "$here/Containerfile"; ls -a "$cache/wheels/double") | sha256sum | cut -c1-12)  # names carry the source hash
 image=localhost/inferops-testbed:$layer_hash
 if ! podman image exists "$image"; then
   echo "building $image (venv with the SGLang double)" >&2

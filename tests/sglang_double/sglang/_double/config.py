@@ -9,7 +9,7 @@ VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.23")
 FAULTS = frozenset({
     "ignore_sigterm",     # SIGTERM is logged and ignored: only SIGKILL ends the server
     "orphan_workers",     # schedulers detach at start-up (new session, reparented): a parent kill misses them
-    "untitled_orphan",    # one extra untitled spawn child that survives the parent and holds the devices
+    "untitled_orphan",    # one extra untitled spawn child that detaches (new session, reparented) holding a GPU
     "crash_during_load",  # the main process fails while loading (exit 1), the tree follows
     "never_healthy",      # stays in warm-up: /health 503 for ever
 })
@@ -39,7 +39,8 @@ class Knobs:
         self.watchdog_seconds = float(env.get("SGLANG_DOUBLE_WATCHDOG_SECONDS", "5"))
         self.device_globs = env.get("SGLANG_DOUBLE_DEVICES", "").split()
         self.state_file = env.get("SGLANG_DOUBLE_STATE_FILE") or None
-        self.cuda_gib = float(env.get("SGLANG_DOUBLE_CUDA_GIB", "0"))
+        self.cuda_gib = float(env.get("SGLANG_DOUBLE_CUDA_GIB", "0"))  # real-GPU mode: per scheduler
+        self.orphan_cuda_gib = float(env.get("SGLANG_DOUBLE_ORPHAN_CUDA_GIB", "0"))  # and for the untitled orphan
         faults = {f.strip() for f in env.get("SGLANG_DOUBLE_FAULTS", "").split(",") if f.strip()}
         unknown = faults - FAULTS
         if unknown:

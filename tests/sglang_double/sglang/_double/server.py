@@ -70,7 +70,8 @@ class Server:
             rx, tx = ctx.Pipe(duplex=False)
             p = ctx.Process(target=workers.run,
                             args=("", workers.device_files(k.device_globs, a.base_gpu_id)),
-                            kwargs={"untitled": True, "ready": tx})
+                            kwargs={"untitled": True, "detach": True, "cuda_gib": k.orphan_cuda_gib,
+                                    "gpu": a.base_gpu_id, "ready": tx})
             p.start()
             pipes.append(rx)
             self.leftovers.append(p)

@@ -70,14 +70,15 @@ def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready
     """Entry of a spawned child.
 
     detach: fork once more and leave, so the worker is reparented (to PID 1 or a subreaper) in a
-    session of its own, as orphaned schedulers are; untitled: keep the spawn command line.
+    session of its own, as orphaned schedulers are, and outlives the server; untitled: keep the spawn
+    command line, as a torch worker does.
     ready: the sending end of a pipe, told once the devices are held.
     """
     if detach:
         if os.fork() > 0:
             os._exit(0)  # the spawned child leaves; its child is adopted
         os.setsid()
-    elif not untitled:
+    else:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _become(None if untitled else title, devices, cuda_gib, gpu)
     if ready is not None:
