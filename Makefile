@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count
+.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count readmes
 
 test:
 	bash tests/run.sh
@@ -24,3 +24,7 @@ clean:
 bench-readiness bench-count:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python benchmarks/$(subst bench-count,process_count_scale,$(subst bench-readiness,readiness_lag,$@)).py
+
+# Role READMEs are generated from meta/argument_specs.yml (a unit test checks them).
+readmes:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python tests/tools/role_readme.py
