@@ -13,6 +13,9 @@ stage_unit() {
   pytest -q -p no:cacheprovider tests/unit tests/sglang_double/tests
 }
 stage_lint() {
+  # ansible-lint installs the collection into ~/.ansible/collections and keeps it while the version
+  # (0.1.0) stays the same: a copy from an earlier tree would hide new modules. Start from none.
+  rm -rf "$HOME/.ansible/collections/ansible_collections/inferops/sglang"
   ansible-lint --offline
 }
 stage_sanity() {

@@ -8,9 +8,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+import os
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _procfs, _readiness, _signals, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _patch, _procfs, _readiness, _signals, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
 
@@ -267,11 +269,6 @@ class SglangPatch(Base):
              "reverted": "original", "already original": "original"}
 
     def run(self):
-        import json
-        import os
-
-        from ansible_collections.inferops.sglang.plugins.module_utils import _patch
-
         p = self.params
         rc, out, err = self.module.run_command([p["python"], "-I", "-c", _DIST_SCRIPT])
         if rc != 0:
@@ -330,6 +327,10 @@ class SglangPatch(Base):
             drift = _patch.drift(root, _patch.record(dist["dist_info"]), explained)
             if self.module.check_mode:  # what would be written is not on disk yet
                 drift = [d for d in drift if d["path"] not in explained]
+        files_of = dict((r["name"], r.get("files", {})) for r in results)
+        for e in events:  # a reinstall wiped a patch: drift too, file by file
+            drift += [{"path": rel, "reason": "patch %s was gone (sglang reinstalled?); re-applied" % e["patch"]}
+                      for rel in sorted(files_of.get(e["patch"], {}))]
         # The record holds the state (stable from run to run) and the history of events, not this run's news.
         prev_rec = self.load(p["record_path"])
         stamped = [dict(e, time=time.time()) for e in events]
@@ -354,8 +355,6 @@ class SglangPatch(Base):
 
     @staticmethod
     def load(path):
-        import json
-        import os
         if not path or not os.path.exists(path):
             return {}
         with open(path) as f:
@@ -363,10 +362,6 @@ class SglangPatch(Base):
 
     def revert(self, root, backup, name):
         """Put back the originals kept in backup (byte for byte)."""
-        import os
-
-        from ansible_collections.inferops.sglang.plugins.module_utils import _patch
-
         if not os.path.isdir(backup):
             return {"status": "nothing to revert (no backup of %s)" % name}
         contents, files = {}, {}
@@ -383,3 +378,53 @@ class SglangPatch(Base):
         if contents and not self.module.check_mode:
             _patch.write_atomic(root, contents)
         return {"status": "reverted" if contents else "already original", "files": files}
+
+
+class SglangDiscover(Base):
+    """Finds the server on a port, its family, a supervising wrapper, and captures what it runs."""
+
+    def run(self):
+        from ansible_collections.inferops.sglang.plugins.module_utils import _discover
+
+        p = self.params
+        if not 0 < p["port"] < 65536:
+            self.fail("port must be 1-65535, not %d" % p["port"])
+        procs = _procfs.snapshot()
+        pids = _discover.listeners(p["port"], procs)
+        if not pids:
+            self.module.exit_json(changed=False, found=False, port=p["port"],
+                                  msg="nothing listens on port %d" % p["port"])
+        # the listener's topmost process of the same command line is the server's main process
+        server = procs[pids[0]]
+        while server.ppid in procs and procs[server.ppid].cmdline == server.cmdline:
+            server = procs[server.ppid]
+        ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
+        others = [q.pid for q in procs.values() if q.pid not in ours and "sglang.launch_server" in q.cmdline]
+        fam = _discover.family(server, procs, others)
+        cap = _discover.capture(server.pid)
+        secrets = [v for k, v in cap["environment"].items() if k.endswith(("_TOKEN", "_KEY", "_SECRET", "_PASSWORD"))]
+        flags = set(self.redact._flags)
+        secrets += [cap["argv"][i + 1] for i, a in enumerate(cap["argv"][:-1]) if a in flags]
+        self.redact = Redactor(flags=p.get("redact") or (), values=secrets)
+        public = dict(cap, argv=self.redact.argv(cap["argv"]), environment=self.redact.env(cap["environment"]))
+        result = dict(changed=False, found=True, port=p["port"], server=server.as_dict(self.redact),
+                      family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
+                      wrapper=_discover.wrapper(server, procs), capture=public)
+        if result["wrapper"]:
+            result["wrapper"]["cmdline"] = self.redact(result["wrapper"]["cmdline"])
+        if p["capture_path"]:
+            data = json.dumps(cap, indent=2, sort_keys=True)
+            old = None
+            if os.path.exists(p["capture_path"]):
+                with open(p["capture_path"]) as f:
+                    old = f.read()
+            if old != data:
+                result["changed"] = True
+                if not self.module.check_mode:
+                    os.makedirs(os.path.dirname(p["capture_path"]), mode=0o700, exist_ok=True)
+                    fd = os.open(p["capture_path"] + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    with os.fdopen(fd, "w") as f:
+                        f.write(data)
+                    os.replace(p["capture_path"] + ".tmp", p["capture_path"])
+            result["capture_path"] = p["capture_path"]
+        self.module.exit_json(**result)

@@ -50,12 +50,14 @@ class Spawner:
 
     def cleanup(self):
         from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
+        sessions = set(p.pid for p in self.procs)  # those started in a session of their own lead it
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
         for proc in _procfs.snapshot().values():
-            if self.marker in proc.cmdline or str(self.tmp) in " ".join(_procfs.open_files(proc.pid).values()):
+            if self.marker in proc.cmdline or proc.sid in sessions or \
+                    str(self.tmp) in " ".join(_procfs.open_files(proc.pid).values()):
                 try:
                     os.kill(proc.pid, signal.SIGKILL)
                 except OSError:

@@ -6,10 +6,18 @@ def cmdlines(host):
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def test_server_tree_and_orphan_are_gone(host):
+def test_server_tree_and_orphan_are_gone_decoys_alive(host):
     lines = cmdlines(host)
-    assert not [c for c in lines if "sglang.launch_server" in c or c.startswith("sglang::")]
+    assert not [c for c in lines if "--port 30000" in c or c.startswith("sglang::scheduler_TP1")]
     assert not [c for c in lines if "spawn_main" in c]
+    assert len([c for c in lines if "sglang.launch_server" in c and "--port 30002" in c]) == 1
+    assert len([c for c in lines if c.startswith("tail -f /root/sglang.log")]) == 1
+
+
+def test_capture_kept_root_only_with_the_secret(host):
+    f = host.file("/var/lib/inferops/cutover/30000/capture.json")
+    assert (f.mode, f.user) == (0o600, "root") and host.file("/var/lib/inferops/cutover/30000").mode == 0o700
+    assert "sk-module-test" in f.content_string
 
 
 def test_gpu0_stray_gone_gpu1_tenant_and_daemon_alive(host):

@@ -61,7 +61,10 @@ def test_reinstall_wipes_the_patch_and_a_rerun_puts_it_back_saying_so(host):
     assert FIX not in host.file("%s/%s" % (SITE, TARGET)).content_string
     rerun({})
     assert FIX in host.file("%s/%s" % (SITE, TARGET)).content_string
-    assert [e["patch"] for e in record(host)["history"]] == ["eagle-spec-disable-batch-threshold"]
+    rec = record(host)
+    assert [e["patch"] for e in rec["history"]] == ["eagle-spec-disable-batch-threshold"]
+    assert rec["drift"] == [{"path": TARGET, "reason": "patch eagle-spec-disable-batch-threshold was gone "
+                                                       "(sglang reinstalled?); re-applied"}]
 
 
 def test_a_hand_edit_is_reported_as_drift(host):

@@ -119,22 +119,15 @@ def test_drain_check_runs_every_5_seconds(double):
 
 
 def test_port_taken_fails_late_with_errno_98(double):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        d = double(tp=2)
-        d.port = s.getsockname()[1]
-        d.proc.kill()
-        d.proc.wait()
-        d2 = double(tp=2)
-    # the second double was given a fresh port; take it before it binds
-    with socket.socket() as s:
+    d = double(tp=2, load_seconds=1)
+    with socket.socket() as s:  # take the port while the double loads: the failure shows only at bind time
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", d2.port))
+        s.bind(("127.0.0.1", d.port))
         s.listen()
-        kids = wait_for(lambda: len(d2.titled()) == 3 and list(d2.titled().values()))
-        assert d2.proc.wait(timeout=10) == 1
-    assert "[Errno 98] error while attempting to bind on address ('127.0.0.1', %d): address already in use" % d2.port in d2.logtext()
+        kids = wait_for(lambda: len(d.titled()) == 3 and list(d.titled().values()))
+        assert d.proc.poll() is None, "still loading: nothing has noticed the port yet"
+        assert d.proc.wait(timeout=10) == 1
+    assert "[Errno 98] error while attempting to bind on address ('127.0.0.1', %d): address already in use" % d.port in d.logtext()
     wait_for(lambda: not any(alive(p) for p in kids), timeout=2)
 
 

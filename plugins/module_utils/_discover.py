@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Finding an SGLang server by its port, its family of processes, and what it runs (from /proc)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import pwd
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
+
+LISTEN = "0A"
+_KIN = ("multiprocessing.spawn", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def listening_inodes(port, proc="/proc"):
+    """Socket inodes listening on TCP port (IPv4 and IPv6)."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("%s/net/%s" % (proc, name)) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local, state, inode = fields[1], fields[3], fields[9]
+                    if state == LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+                        inodes.add(inode)
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return inodes
+
+
+def listeners(port, procs):
+    """Pids holding a socket that listens on port."""
+    want = set("socket:[%s]" % i for i in listening_inodes(port))
+    if not want:
+        return []
+    return sorted(pid for pid in procs if want & set(_procfs.open_files(pid).values()))
+
+
+def is_kin(proc, server):
+    """Of the server's kind: titled sglang::, or a multiprocessing helper of the same interpreter."""
+    if proc.cmdline.startswith("sglang::"):
+        return True
+    return proc.exe_name() == server.exe_name() and any(k in proc.cmdline for k in _KIN)
+
+
+def family(server, procs, others=()):
+    """The server's processes: itself, its descendants, and kin that left it (same process group or session,
+    or orphaned to PID 1 or a subreaper after it started). Never another server's (`others`: their main pids)."""
+    theirs = set(others) | set(_procfs.descendants(procs, others))
+    members = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
+    for p in procs.values():
+        if p.pid in members or p.pid in theirs or p.is_zombie:
+            continue
+        related = p.pgid == server.pgid or p.sid == server.sid or p.starttime >= server.starttime
+        if related and is_kin(p, server) and (p.ppid == 1 or p.ppid not in procs or p.pgid == server.pgid):
+            members.add(p.pid)
+    return sorted(members)
+
+
+def wrapper(server, procs):
+    """A supervisor that would start the server again: a shell loop, a script, tmux or screen. None if none."""
+    parent = procs.get(server.ppid)
+    chain = []
+    while parent is not None and parent.pid > 1:
+        chain.append(parent)
+        parent = procs.get(parent.ppid)
+    for p in chain:
+        name = os.path.basename(p.argv[0]) if p.argv else p.comm
+        if name.startswith(("tmux", "screen")):
+            return {"pid": p.pid, "kind": "terminal multiplexer", "cmdline": p.cmdline}
+        if name in _SHELLS or p.comm in _SHELLS:
+            text = p.cmdline
+            script = next((a for a in p.argv[1:] if not a.startswith("-") and os.path.isfile(a)), None)
+            if script:
+                try:
+                    with open(script) as f:
+                        text += "\n" + f.read(65536)
+                except OSError:
+                    pass
+            if "launch_server" in text and any(w in text for w in ("while", "until", "for ")):
+                return {"pid": p.pid, "kind": "shell loop", "cmdline": p.cmdline, "script": script}
+    return None
+
+
+def which(name, path, cwd):
+    """argv[0] as the shell found it: a name on the captured PATH, or a path relative to the captured cwd."""
+    if "/" in name:
+        return os.path.normpath(os.path.join(cwd, name))
+    for d in (path or "").split(":"):
+        candidate = os.path.join(os.path.join(cwd, d) if not d.startswith("/") else d, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.normpath(candidate)
+    return None
+
+
+def capture(pid):
+    """What the process runs: argv (argv[0] resolved as the shell did), environment, cwd, user, exe."""
+    proc = _procfs.read(pid)
+    if proc is None:
+        return None
+    env = _procfs.environ(pid)
+    try:
+        cwd = os.readlink("/proc/%d/cwd" % pid)
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        cwd, exe = None, None
+    resolved = which(proc.argv[0], env.get("PATH"), cwd or "/") if proc.argv else None
+    try:
+        group = pwd.getpwuid(proc.uid).pw_gid
+    except KeyError:
+        group = None
+    return {
+        "pid": pid,
+        "starttime": proc.starttime,
+        "argv": proc.argv,
+        "argv0_resolved": resolved,
+        "exe": exe,
+        "argv0_matches_exe": bool(resolved and exe and os.path.realpath(resolved) == os.path.realpath(exe)),
+        "environment": env,
+        "cwd": cwd,
+        "user": proc.user,
+        "gid": group,
+    }

@@ -1,0 +1,107 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: sglang_discover
+short_description: Find the SGLang server on a port, its family of processes, and capture what it runs
+version_added: 0.1.0
+description:
+  - The server is the process listening on O(port) (from C(/proc/net/tcp) and C(/proc/net/tcp6) socket inodes).
+  - Its family is the server, its descendants, and processes of its kind (titled C(sglang::), or multiprocessing
+    helpers of the same interpreter) that left it, in the same process group or session, or orphaned after it
+    started. Another server's processes and an operator's C(tail -f), C(less), C(vim) or C(watch) never are.
+  - Reports a supervising wrapper that would start the server again (a shell loop, a script, tmux, screen).
+  - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
+    What it returns is redacted; O(capture_path) receives the full capture, secrets included, mode 0600.
+author: inferops.sglang maintainers (@inferops)
+options:
+  port:
+    description: The server's port.
+    type: int
+    default: 30000
+  capture_path:
+    description: Where to keep the full capture (JSON, mode 0600, its folder 0700). Not written in check mode.
+    type: path
+  redact:
+    description: More command-line flags whose value is masked in what the module returns.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Discovers as usual; says whether the capture file would change, without writing it.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    platforms: linux
+    support: full
+seealso:
+  - module: inferops.sglang.process_kill
+"""
+
+EXAMPLES = r"""
+- name: What runs on port 30000
+  inferops.sglang.sglang_discover:
+    port: 30000
+    capture_path: /var/lib/inferops/cutover/30000/capture.json
+  register: found
+"""
+
+RETURN = r"""
+found:
+  description: Whether something listens on the port.
+  returned: always
+  type: bool
+  sample: true
+server:
+  description: The server's main process.
+  returned: when found
+  type: dict
+  sample: {pid: 4242, ppid: 1, pgid: 4240, user: root, state: S, comm: python, cmdline: "python -m sglang.launch_server --api-key ********"}
+family:
+  description: Every process of the server's family.
+  returned: when found
+  type: list
+  elements: dict
+  sample: [{pid: 4250, cmdline: sglang::scheduler_TP0}]
+wrapper:
+  description: A supervisor that would start the server again, or null.
+  returned: when found
+  type: dict
+  sample: {pid: 4200, kind: shell loop, cmdline: "bash -c while true; do python -m sglang.launch_server ...; done"}
+capture:
+  description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
+  returned: when found
+  type: dict
+  sample: {argv: [python, -m, sglang.launch_server], argv0_resolved: /opt/sglang/venv/bin/python, cwd: /root, user: root}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.inferops.sglang.plugins.module_utils._managers import SglangDiscover
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            port=dict(type="int", default=30000),
+            capture_path=dict(type="path"),
+            redact=dict(type="list", elements="str", default=[], no_log=False),
+        ),
+        supports_check_mode=True,
+    )
+    SglangDiscover(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Finding a server by its port among decoys: another server, an operator's tail and watch, a wrapper loop."""
+import os
+import shlex
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
+from tests.unit.conftest import ROOT, wait_for
+
+DOUBLE = str(ROOT / "tests" / "sglang_double")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def shell(spawn, tmp_path):
+    """Runs a bash script in a session of its own, as an operator's terminal would; the double is on PYTHONPATH."""
+    def start(script):
+        env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_LOAD_SECONDS="0.3", SGLANG_DOUBLE_WARMUP_SECONDS="0.1",
+                   SGLANG_DOUBLE_DEVICES=str(tmp_path / "nvidia*"), INFEROPS_TEST_MARKER=spawn.marker)
+        (tmp_path / "nvidia0").touch()
+        p = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(tmp_path))
+        spawn.procs.append(p)
+        return p
+    return start
+
+
+def server_cmd(port, py=sys.executable):
+    return "%s -m sglang.launch_server --model-path /models/m --tp 2 --port %d" % (shlex.quote(py), port)
+
+
+def wait_listening(port):
+    return wait_for(lambda: _discover.listeners(port, _procfs.snapshot()), 15)
+
+
+def test_family_by_port_among_decoys(shell, tmp_path):
+    a, b = free_port(), free_port()
+    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & tail -f a.log > /dev/null & "
+          "bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait" % server_cmd(a))
+    shell("%s > b.log 2>&1 & wait" % server_cmd(b))
+    (server_a,) = wait_listening(a)
+    (server_b,) = wait_listening(b)
+    procs = _procfs.snapshot()
+    assert _procfs.read(server_a).cmdline.endswith("--port %d" % a)
+    fam = _discover.family(procs[server_a], procs, others=[server_b])
+    cmd = dict((pid, procs[pid].cmdline) for pid in fam)
+    titles = sorted(c for c in cmd.values() if c.startswith("sglang::"))
+    assert titles == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+    assert [c for c in cmd.values() if "spawn_main" in c], "the untitled orphan that left the group is family"
+    assert [c for c in cmd.values() if "resource_tracker" in c]
+    assert not [c for c in cmd.values() if c.startswith(("tail", "watch", "bash"))], cmd
+    assert server_b not in fam and not set(_procfs.descendants(procs, [server_b])) & set(fam)
+    # the decoys really share the server's session and process group
+    tail = [p for p in procs.values() if p.cmdline.startswith("tail -f a.log")][0]
+    assert tail.sid == procs[server_a].sid and tail.pgid == procs[server_a].pgid
+
+
+def test_nothing_listens():
+    assert _discover.listeners(free_port(), _procfs.snapshot()) == []
+
+
+def test_wrapper_loop_is_reported(shell):
+    port = free_port()
+    shell("while true; do %s; sleep 1; done" % server_cmd(port))
+    (server,) = wait_listening(port)
+    w = _discover.wrapper(_procfs.read(server), _procfs.snapshot())
+    assert w and w["kind"] == "shell loop" and "while true" in w["cmdline"]
+
+
+def test_no_wrapper_for_nohup(shell):
+    port = free_port()
+    shell("nohup %s > s.log 2>&1 &" % server_cmd(port))
+    (server,) = wait_listening(port)
+    assert _discover.wrapper(_procfs.read(server), _procfs.snapshot()) is None
+
+
+def test_capture_resolves_a_relative_python_after_activate(shell, tmp_path):
+    venv_bin = os.path.dirname(sys.executable)
+    port = free_port()
+    shell("export PATH=%s:$PATH API_TOKEN=s3cret; python -m sglang.launch_server --model-path /models/m --tp 1 "
+          "--port %d --api-key k3y > s.log 2>&1 & wait" % (shlex.quote(venv_bin), port))
+    (server,) = wait_listening(port)
+    cap = _discover.capture(server)
+    assert cap["argv"][0] == "python"
+    assert cap["argv0_resolved"] == os.path.join(venv_bin, "python")
+    assert cap["exe"] == os.path.realpath(sys.executable) and cap["argv0_matches_exe"]
+    assert cap["cwd"] == str(tmp_path) and cap["user"] == "root"
+    assert cap["environment"]["API_TOKEN"] == "s3cret" and cap["argv"][-2:] == ["--api-key", "k3y"]
