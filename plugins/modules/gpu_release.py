@@ -21,6 +21,7 @@ description:
     released processes' memory is gone. Without it, says so and relies on the device-file scan.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
+  - inferops.sglang.attributes
   - inferops.sglang.selection
   - inferops.sglang.stop
 options:
@@ -49,15 +50,12 @@ options:
     default: 60
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Returns the holders and the plan; signals nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The processes that would be released, as the "before" side.
   platform:
-    description: Target OS/families that can be operated against.
     platforms: linux
     support: full
 seealso:

@@ -22,6 +22,8 @@ description:
   - Fails fast, not after the timeout, when the server can no longer come up, a O(pid) that exits, or a O(unit)
     that fails, stops, or restarts, with the unit's last journal lines (or O(log_file)'s), secrets masked.
 author: inferops.sglang maintainers (@inferops)
+extends_documentation_fragment:
+  - inferops.sglang.attributes
 options:
   url:
     description: The server's base URL.
@@ -66,14 +68,11 @@ options:
     default: []
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Returns at once without waiting.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     platforms: linux
     support: full
 seealso:

@@ -18,6 +18,7 @@ description:
     when O(timeout) passes. Replaces C(sleep 2; ps aux | grep X | grep -v grep | wc -l).
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
+  - inferops.sglang.attributes
   - inferops.sglang.selection
 options:
   expect:
@@ -29,14 +30,11 @@ options:
     default: 30
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Counts as usual; with O(expect) it does not wait.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     platforms: linux
     support: full
 notes:

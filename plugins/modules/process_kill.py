@@ -21,6 +21,7 @@ description:
     C(sglang::scheduler_TP*) and C(sglang::detokenizer) children.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
+  - inferops.sglang.attributes
   - inferops.sglang.selection
   - inferops.sglang.stop
 options:
@@ -39,15 +40,12 @@ options:
     default: all
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Returns the targets it would signal and signals nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The processes that would stop, one per line, as the "before" side.
   platform:
-    description: Target OS/families that can be operated against.
     platforms: linux
     support: full
 notes:

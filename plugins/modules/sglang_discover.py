@@ -21,6 +21,8 @@ description:
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
     What it returns is redacted; O(capture_path) receives the full capture, secrets included, mode 0600.
 author: inferops.sglang maintainers (@inferops)
+extends_documentation_fragment:
+  - inferops.sglang.attributes
 options:
   port:
     description: The server's port.
@@ -36,14 +38,11 @@ options:
     default: []
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Discovers as usual; says whether the capture file would change, without writing it.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     platforms: linux
     support: full
 seealso:

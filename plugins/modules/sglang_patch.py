@@ -25,6 +25,8 @@ description:
   - Writes a JSON record of the outcome to O(record_path).
   - Used by the P(inferops.sglang.sglang_patches#role) role.
 author: inferops.sglang maintainers (@inferops)
+extends_documentation_fragment:
+  - inferops.sglang.attributes
 options:
   python:
     description: The SGLang venv's python.
@@ -68,15 +70,12 @@ options:
     type: path
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Plans every patch and reports what would be applied; writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The patches that are (or would be) applied.
   platform:
-    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 """

@@ -16,7 +16,7 @@ molecule destroy -s testbed >/dev/null 2>&1 || true
 molecule create -s testbed >/dev/null
 molecule prepare -s testbed >/dev/null
 inv=inventories/demo/hosts.yml
-run() { ansible -i "$inv" sglang_servers -o -m ansible.builtin.shell -a "$1" | sed 's/ | CHANGED | rc=0 | (stdout) /\n/; s/\\n/\n/g'; }
+run() { ANSIBLE_STDOUT_CALLBACK=minimal ansible -i "$inv" sglang_servers -m ansible.builtin.shell -a "$1" | tail -n +2; }
 echo
 echo "== before: the server as it was started by hand (nohup, no unit, no supervisor)"
 run "ps -eo pid,ppid,pgid,etime,args --forest | grep -E 'sglang|spawn_main|resource_tracker' | grep -v grep"

@@ -1,6 +1,7 @@
 """Makes the collection importable as ansible_collections.inferops.sglang, and spawns real processes."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,12 @@ _tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
 (_tree / "ansible_collections" / "inferops" / "sglang").symlink_to(ROOT)
 COLLECTIONS = str(_tree)
 sys.path.insert(0, COLLECTIONS)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for(cond, timeout=10.0, interval=0.01):

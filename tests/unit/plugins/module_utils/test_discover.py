@@ -1,22 +1,15 @@
 """Finding a server by its port among decoys: another server, an operator's tail and watch, a wrapper loop."""
 import os
 import shlex
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
-from tests.unit.conftest import ROOT, wait_for
+from tests.unit.conftest import ROOT, free_port, wait_for
 
 DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

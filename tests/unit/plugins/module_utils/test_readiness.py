@@ -1,7 +1,6 @@
 """The start-up phases over real HTTP on loopback, against the SGLang double walking through them."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -9,15 +8,9 @@ import time
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness
-from tests.unit.conftest import ROOT
+from tests.unit.conftest import ROOT, free_port
 
 DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
