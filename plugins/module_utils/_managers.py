@@ -402,9 +402,7 @@ class SglangDiscover(Base):
         others = [q.pid for q in procs.values() if q.pid not in ours and "sglang.launch_server" in q.cmdline]
         fam = _discover.family(server, procs, others)
         cap = _discover.capture(server.pid)
-        secrets = [v for k, v in cap["environment"].items() if k.endswith(("_TOKEN", "_KEY", "_SECRET", "_PASSWORD"))]
-        flags = set(self.redact._flags)
-        secrets += [cap["argv"][i + 1] for i, a in enumerate(cap["argv"][:-1]) if a in flags]
+        secrets = self.redact.secrets_of(cap["argv"], cap["environment"])
         self.redact = Redactor(flags=p.get("redact") or (), values=secrets)
         public = dict(cap, argv=self.redact.argv(cap["argv"]), environment=self.redact.env(cap["environment"]))
         result = dict(changed=False, found=True, port=p["port"], server=server.as_dict(self.redact),

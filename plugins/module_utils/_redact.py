@@ -51,6 +51,13 @@ class Redactor:
             out.append(self(a))
         return out
 
+    def secrets_of(self, argv, env):
+        """The secret values in an argv list and an environment, by the same rules that mask them."""
+        values = [v for k, v in env.items() if re.match(r"(%s)$" % _ENV_NAME, k)]
+        values += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in self._flags]
+        values += [a.partition("=")[2] for a in argv if a.partition("=")[0] in self._flags and "=" in a]
+        return [v for v in values if v]
+
     def env(self, env):
         """A dict of environment variables with secret-looking values masked."""
         return dict((k, MASK if re.match(r"(%s)$" % _ENV_NAME, k) else self(v)) for k, v in env.items())

@@ -17,3 +17,10 @@ def test_argv_and_env():
         ["python", "--api-key", MASK, "--api-key=" + MASK, "--port", "1"]
     assert r.env({"HF_TOKEN": "t", "MY_API_KEY": "k", "PATH": "/bin", "NCCL_P2P_LEVEL": "NVL"}) == \
         {"HF_TOKEN": MASK, "MY_API_KEY": MASK, "PATH": "/bin", "NCCL_P2P_LEVEL": "NVL"}
+
+
+def test_secrets_of_uses_the_masking_rules():
+    r = Redactor(flags=["--extra"])
+    argv = ["python", "--api-key", "k1", "--hf-token=t2", "--extra", "x3", "--port", "1"]
+    env = {"HF_TOKEN": "t4", "MY_API_KEY": "k5", "PATH": "/bin"}
+    assert sorted(r.secrets_of(argv, env)) == ["k1", "k5", "t2", "t4", "x3"]
