@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import grp
 import os
 import pwd
 
@@ -41,6 +42,18 @@ def listeners(port, procs):
     if not want:
         return []
     return sorted(pid for pid in procs if want & set(_procfs.open_files(pid).values()))
+
+
+def main_process(pid, procs):
+    """The topmost process of the same command line above pid (a listener may be a forked child)."""
+    proc = procs[pid]
+    while proc.ppid in procs and procs[proc.ppid].cmdline == proc.cmdline:
+        proc = procs[proc.ppid]
+    return proc
+
+
+def is_sglang(proc):
+    return "sglang.launch_server" in proc.cmdline
 
 
 def is_kin(proc, server):
@@ -113,9 +126,10 @@ def capture(pid):
         cwd, exe = None, None
     resolved = which(proc.argv[0], env.get("PATH"), cwd or "/") if proc.argv else None
     try:
-        group = pwd.getpwuid(proc.uid).pw_gid
+        gid = pwd.getpwuid(proc.uid).pw_gid
+        group = grp.getgrgid(gid).gr_name
     except KeyError:
-        group = None
+        gid, group = None, None
     return {
         "pid": pid,
         "starttime": proc.starttime,
@@ -126,5 +140,48 @@ def capture(pid):
         "environment": env,
         "cwd": cwd,
         "user": proc.user,
-        "gid": group,
+        "gid": gid,
+        "group": group,
     }
+
+
+BOOT_FILES = ("/etc/crontab", "/etc/rc.local")
+BOOT_DIRS = ("/etc/cron.d", "/var/spool/cron/crontabs")
+
+
+def _port_of(text):
+    words = text.replace("=", " ").split()
+    for i, w in enumerate(words[:-1]):
+        if w == "--port":
+            return words[i + 1]
+    return None
+
+
+def launchers(port, scripts=(), files=None):
+    """Lines that would start a server on `port` at boot: @reboot crontab lines and rc.local lines that run
+    sglang.launch_server (or one of `scripts`, a wrapper's), on this port (a line without --port: 30000).
+    [{path, lineno, line}]."""
+    if files is None:
+        files = list(BOOT_FILES)
+        for d in BOOT_DIRS:
+            try:
+                files += sorted(os.path.join(d, n) for n in os.listdir(d) if not n.startswith("."))
+            except OSError:
+                continue
+    found = []
+    for path in files:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for n, line in enumerate(lines, 1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            if "cron" in path and not text.startswith("@reboot"):
+                continue
+            server = "sglang.launch_server" in text and (_port_of(text) or "30000") == str(port)
+            if server or any(s and s in text for s in scripts):
+                found.append({"path": path, "lineno": n, "line": line})
+    return found

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _patch, _procfs, _readiness, _signals, _systemd
@@ -24,8 +25,9 @@ SELECTION_SPEC = dict(
     max_targets=dict(type="int", default=64),
     protect=dict(type="list", elements="str", default=[]),
     unprotect=dict(type="list", elements="str", default=[]),
-    redact=dict(type="list", elements="str", default=[], no_log=False),
 )
+REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
+SELECTION_SPEC.update(REDACT_SPEC)
 STOP_SPEC = dict(
     signal=dict(type="str", default="TERM"),
     escalate=dict(type="str", default="KILL"),
@@ -391,13 +393,12 @@ class SglangDiscover(Base):
             self.fail("port must be 1-65535, not %d" % p["port"])
         procs = _procfs.snapshot()
         pids = _discover.listeners(p["port"], procs)
+        service = p["unit"] + ".service" if p["unit"] else None
         if not pids:
-            self.module.exit_json(changed=False, found=False, port=p["port"],
+            self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
+                                  launchers=_discover.launchers(p["port"]),
                                   msg="nothing listens on port %d" % p["port"])
-        # the listener's topmost process of the same command line is the server's main process
-        server = procs[pids[0]]
-        while server.ppid in procs and procs[server.ppid].cmdline == server.cmdline:
-            server = procs[server.ppid]
+        server = _discover.main_process(pids[0], procs)
         ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
         others = [q.pid for q in procs.values() if q.pid not in ours and "sglang.launch_server" in q.cmdline]
         fam = _discover.family(server, procs, others)
@@ -405,12 +406,17 @@ class SglangDiscover(Base):
         secrets = self.redact.secrets_of(cap["argv"], cap["environment"])
         self.redact = Redactor(flags=p.get("redact") or (), values=secrets)
         public = dict(cap, argv=self.redact.argv(cap["argv"]), environment=self.redact.env(cap["environment"]))
-        result = dict(changed=False, found=True, port=p["port"], server=server.as_dict(self.redact),
+        wrapper = _discover.wrapper(server, procs)
+        owner = _procfs.unit_of(server.pid)
+        result = dict(changed=False, found=True, port=p["port"], server=dict(server.as_dict(self.redact), unit=owner),
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
-                      wrapper=_discover.wrapper(server, procs), capture=public)
-        if result["wrapper"]:
-            result["wrapper"]["cmdline"] = self.redact(result["wrapper"]["cmdline"])
-        if p["capture_path"]:
+                      wrapper=wrapper, capture=public, adhoc=owner != service,
+                      launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
+        if wrapper:
+            wrapper["cmdline"] = self.redact(wrapper["cmdline"])
+        for row in result["launchers"]:
+            row["line"] = self.redact(row["line"])
+        if p["capture_path"] and owner != service:
             data = json.dumps(cap, indent=2, sort_keys=True)
             old = None
             if os.path.exists(p["capture_path"]):
@@ -426,3 +432,97 @@ class SglangDiscover(Base):
                     os.replace(p["capture_path"] + ".tmp", p["capture_path"])
             result["capture_path"] = p["capture_path"]
         self.module.exit_json(**result)
+
+
+_FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
+                "if not importlib.util.find_spec('sglang'): sys.exit(3)\n"
+                "print(m.version('sglang'))\n")
+
+
+class SglangSwitch(Base):
+    """Preflight (always; alone in check mode), then the detached switch, waited for."""
+
+    def run(self):
+        from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+
+        p = self.params
+        port, name = p["port"], p["unit"]
+        if not 0 < port < 65536:
+            self.fail("port must be 1-65535, not %d" % port)
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$", name) or name.endswith(".service"):
+            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+        if p["drain"] < 0:
+            self.fail("drain must be >= 0 seconds")
+        unit = name + ".service"
+        state_dir = os.path.join(p["state_dir"], str(port))
+        timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
+        run = self.module.run_command
+        t = time.monotonic()
+        insp = _switch.inspect(port, name, tuple(p["devices"]), run=run, flags=p["redact"])
+        state = _systemd.show(run, unit)
+        problems = list(insp["problems"])
+        if insp["strays"] and not p["release_strays"]:
+            problems.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the "
+                            "switch to release them" % (insp["gpus"], "; ".join(
+                                "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
+                                for s in insp["strays"])))
+        version, why = self.sglang_version(p["executable"])
+        problems += why
+        if state.get("LoadState") != "loaded" and not self.module.check_mode:
+            problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
+        busy = _switch.lock_busy(state_dir)
+        active = state.get("ActiveState")
+        if busy:
+            action = "join"
+        elif insp["owner"] == "adhoc":
+            action = "switch"
+        elif insp["owner"] == "unit":
+            action = "restart" if p["restart"] else "none"
+        elif active in ("active", "activating", "reloading") and not p["restart"]:
+            action = "none"  # loading: nothing listens yet
+        else:
+            action = "start"
+        result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
+                      unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
+        if problems and action not in ("none", "join"):
+            self.fail("preflight failed, nothing was stopped: " + " | ".join(problems), **result)
+        if self.module.check_mode or action == "none":
+            result["msg"] = {"none": "%s serves port %d: nothing to switch" % (unit, port),
+                             "join": "a switch of port %d is in progress" % port}.get(
+                action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
+                    action, len(insp["family"]), insp["gpus"], unit))
+            self.module.exit_json(**result)
+        run_id = None
+        if action != "join":
+            run_id = "%d-%d" % (int(time.time()), os.getpid())
+            plan = dict(id=run_id, action=action, port=port, unit=unit, unit_name=name, state_dir=state_dir,
+                        drain=p["drain"], release_strays=p["release_strays"], devices=list(p["devices"]))
+            try:
+                result["launched"] = _switch.launch(plan, run)[:4]
+            except Exception as e:  # pylint: disable=broad-except
+                self.fail("could not start the switch, nothing was stopped: %s" % e, **result)
+        try:
+            outcome = _switch.wait(state_dir, run_id, timeout)
+        except TimeoutError as e:
+            self.fail(str(e), **result)
+        result.update(outcome=outcome, steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
+                      started_at=outcome.get("started_at"), elapsed=self.elapsed())
+        if outcome.get("error"):
+            self.fail("the switch stopped at %s: %s" % (
+                (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)
+        result["msg"] = "%s: %s" % (action, ", ".join("%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]))
+        self.module.exit_json(**result)
+
+    def sglang_version(self, exe):
+        """(sglang's version or None, [problems]) for the unit's executable."""
+        if not exe:
+            return None, []
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            return None, ["the unit's executable %s does not exist or is not executable" % exe]
+        if not os.path.basename(exe).startswith("python"):
+            return None, []
+        rc, out, err = self.module.run_command([exe, "-c", _FIND_SGLANG])
+        if rc != 0:
+            return None, ["%s cannot find the sglang package (rc %d%s)" % (
+                exe, rc, (": " + err.strip()[-300:]) if err.strip() else "")]
+        return out.strip(), []

@@ -246,3 +246,18 @@ def environ(pid):
             k, v = item.split(b"=", 1)
             env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
     return env
+
+
+def unit_of(pid):
+    """The systemd service the process runs in (from its cgroup path), or None."""
+    try:
+        text = _read("%s/%d/cgroup" % (PROC, pid)).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and (parts[0] == "0" or "name=systemd" in parts[1]):
+            units = [c for c in parts[2].split("/") if c.endswith(".service")]
+            if units:
+                return units[-1]
+    return None

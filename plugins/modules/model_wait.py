@@ -24,6 +24,7 @@ description:
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
+  - inferops.sglang.server.redact
 options:
   url:
     description: The server's base URL.
@@ -61,11 +62,6 @@ options:
     description: How many log lines to quote on failure.
     type: int
     default: 20
-  redact:
-    description: More command-line flags whose value is masked in quoted log lines.
-    type: list
-    elements: str
-    default: []
 attributes:
   check_mode:
     support: full
@@ -155,7 +151,7 @@ skipped_wait:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import ModelWait
+from ansible_collections.inferops.sglang.plugins.module_utils._managers import REDACT_SPEC, ModelWait
 
 
 def main():
@@ -171,7 +167,7 @@ def main():
             unit=dict(type="str"),
             log_file=dict(type="path"),
             lines=dict(type="int", default=20),
-            redact=dict(type="list", elements="str", default=[], no_log=False),
+            **REDACT_SPEC
         ),
         supports_check_mode=True,
     )

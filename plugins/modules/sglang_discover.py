@@ -18,24 +18,24 @@ description:
     helpers of the same interpreter) that left it, in the same process group or session, or orphaned after it
     started. Another server's processes and an operator's C(tail -f), C(less), C(vim) or C(watch) never are.
   - Reports a supervising wrapper that would start the server again (a shell loop, a script, tmux, screen).
+  - Reports launchers that would start a second copy at boot, C(@reboot) crontab lines and C(/etc/rc.local)
+    lines running C(sglang.launch_server) on this port or the wrapper's script.
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
     What it returns is redacted; O(capture_path) receives the full capture, secrets included, mode 0600.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
+  - inferops.sglang.server.redact
+  - inferops.sglang.server
 options:
-  port:
-    description: The server's port.
-    type: int
-    default: 30000
   capture_path:
-    description: Where to keep the full capture (JSON, mode 0600, its folder 0700). Not written in check mode.
+    description:
+      - Where to keep the full capture (JSON, mode 0600, its folder 0700). Not written in check mode.
+      - Not written either when the server runs in O(unit), so that the capture keeps what ran before the cutover.
     type: path
-  redact:
-    description: More command-line flags whose value is masked in what the module returns.
-    type: list
-    elements: str
-    default: []
+  unit:
+    description: The service (name without C(.service)) that serves the port once migrated.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -67,7 +67,8 @@ server:
   description: The server's main process.
   returned: when found
   type: dict
-  sample: {pid: 4242, ppid: 1, pgid: 4240, user: root, state: S, comm: python, cmdline: "python -m sglang.launch_server --api-key ********"}
+  sample: {pid: 4242, ppid: 1, pgid: 4240, user: root, state: S, comm: python, unit: null,
+           cmdline: "python -m sglang.launch_server --api-key ********"}
 family:
   description: Every process of the server's family.
   returned: when found
@@ -79,6 +80,17 @@ wrapper:
   returned: when found
   type: dict
   sample: {pid: 4200, kind: shell loop, cmdline: "bash -c while true; do python -m sglang.launch_server ...; done"}
+adhoc:
+  description: Whether the server on the port runs outside O(unit) (false when nothing listens).
+  returned: always
+  type: bool
+  sample: true
+launchers:
+  description: Boot-time launchers of this server (path, line number, line with secrets masked).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /var/spool/cron/crontabs/root, lineno: 3, line: "@reboot /root/run-sglang.sh"}]
 capture:
   description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
   returned: when found
@@ -87,7 +99,7 @@ capture:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import SglangDiscover
+from ansible_collections.inferops.sglang.plugins.module_utils._managers import REDACT_SPEC, SglangDiscover
 
 
 def main():
@@ -95,7 +107,8 @@ def main():
         argument_spec=dict(
             port=dict(type="int", default=30000),
             capture_path=dict(type="path"),
-            redact=dict(type="list", elements="str", default=[], no_log=False),
+            unit=dict(type="str"),
+            **REDACT_SPEC
         ),
         supports_check_mode=True,
     )

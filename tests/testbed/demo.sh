@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: the "before" picture. A systemd container with the SGLang double started by hand
-# under nohup, exactly as the seeds did; its process tree and its health answers while it loads.
-# KEEP=1 leaves the container running (remove it with `make demo-clean` or `molecule destroy`).
+# `make demo`: a systemd container with the SGLang double started by hand under nohup, exactly as the
+# seeds did (its tree, its health answers while it loads); then the real playbooks/cutover.yml through
+# inventories/demo, the cutover report, a restart of the container, and the service ready again.
+# KEEP=1 leaves the container running (remove it with `molecule destroy -s testbed`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -40,3 +41,24 @@ PY"
 echo
 echo "== the log the seeds stared at"
 run "tail -n 3 /root/sglang.log"
+echo
+echo "== the cutover: ansible-playbook -i $inv playbooks/cutover.yml"
+ANSIBLE_DISPLAY_SKIPPED_HOSTS=false ansible-playbook -i "$inv" playbooks/cutover.yml
+echo
+echo "== the report it left on the host"
+run "cat /var/lib/inferops/cutover/30000/last.md"
+echo
+echo "== after: the service's tree"
+run "systemd-cgls --no-pager -u sglang-30000.service | cut -c1-150"
+echo
+echo "== restart the host (podman restart)"
+podman restart --time 30 instance >/dev/null
+for _ in $(seq 1 60); do
+  ANSIBLE_STDOUT_CALLBACK=minimal ansible -i "$inv" sglang_servers -m ansible.builtin.ping >/dev/null 2>&1 && break
+  sleep 1
+done
+echo "== after the restart: wait for the service (inferops.sglang.model_wait), then look"
+ansible -o -i "$inv" sglang_servers -m inferops.sglang.model_wait \
+  -a "unit=sglang-30000.service timeout=120" | sed -E 's/.*"msg": "([^"]*)".*/\1/'
+run "echo \"sglang-30000.service: \$(systemctl is-active sglang-30000.service), \$(systemctl is-enabled sglang-30000.service)\"; \
+  echo \"servers on port 30000: \$(pgrep -c -f '[s]glang.launch_server.*--port 30000')\""

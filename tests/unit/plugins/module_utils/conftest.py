@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from tests.unit.conftest import wait_for  # noqa: F401  (re-exported for the tests)
+from tests.unit.conftest import ROOT, wait_for  # noqa: F401  (wait_for re-exported for the tests)
 
 
 @pytest.fixture
@@ -53,3 +53,17 @@ def decoy(tmp_path, devices):
     yield p
     p.kill()
     p.wait()
+
+
+@pytest.fixture
+def shell(spawn, tmp_path):
+    """Runs a bash script in a session of its own, as an operator's terminal would; the double is on PYTHONPATH."""
+    def start(script):
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "sglang_double"), SGLANG_DOUBLE_LOAD_SECONDS="0.3", SGLANG_DOUBLE_WARMUP_SECONDS="0.1",
+                   SGLANG_DOUBLE_DEVICES=str(tmp_path / "nvidia*"), INFEROPS_TEST_MARKER=spawn.marker)
+        (tmp_path / "nvidia0").touch()
+        p = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(tmp_path))
+        spawn.procs.append(p)
+        return p
+    return start

@@ -1,29 +1,12 @@
 """Finding a server by its port among decoys: another server, an operator's tail and watch, a wrapper loop."""
 import os
 import shlex
-import subprocess
 import sys
-
-import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
 from tests.unit.conftest import ROOT, free_port, wait_for
 
 DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-@pytest.fixture
-def shell(spawn, tmp_path):
-    """Runs a bash script in a session of its own, as an operator's terminal would; the double is on PYTHONPATH."""
-    def start(script):
-        env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_LOAD_SECONDS="0.3", SGLANG_DOUBLE_WARMUP_SECONDS="0.1",
-                   SGLANG_DOUBLE_DEVICES=str(tmp_path / "nvidia*"), INFEROPS_TEST_MARKER=spawn.marker)
-        (tmp_path / "nvidia0").touch()
-        p = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(tmp_path))
-        spawn.procs.append(p)
-        return p
-    return start
 
 
 def server_cmd(port, py=sys.executable):

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# Documented in cutover_adopt.yml, cutover_changes.yml and cutover_durations.yml beside this file.
+
+import os
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+
+# What a login shell adds that says nothing about the server; systemd sets HOME, USER, LOGNAME and SHELL itself.
+SHELL_NOISE = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "LS_COLORS", "MAIL", "LESSOPEN", "LESSCLOSE",
+               "DISPLAY", "MOTD_SHOWN", "COLUMNS", "LINES", "PS1", "PS2", "PROMPT_COMMAND", "HISTSIZE", "HISTFILESIZE",
+               "HISTCONTROL", "TMUX", "TMUX_PANE", "STY", "WINDOW", "DBUS_SESSION_BUS_ADDRESS", "HOME", "USER",
+               "LOGNAME", "SHELL", "VIRTUAL_ENV_PROMPT", "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID")
+SHELL_NOISE_PREFIXES = ("SSH_", "XDG_")
+
+
+def _noise(name):
+    return name in SHELL_NOISE or name.startswith(SHELL_NOISE_PREFIXES)
+
+
+def _strings(value, what):
+    if not isinstance(value, (list, tuple)) or any(not isinstance(v, str) for v in value):
+        raise AnsibleFilterError("%s must be a list of strings" % what)
+    return list(value)
+
+
+def cutover_adopt(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group=""):
+    """What the unit runs: the captured command (argv[0] resolved as the shell did), environment without shell
+    noise, cwd and user; each part overridden by what the user gives."""
+    capture = capture or {}
+    command = _strings(command or [], "cutover_command")
+    extra = _strings(extra_args or [], "cutover_extra_args")
+    environment = environment or {}
+    if not isinstance(environment, dict) or any(not isinstance(v, str) for v in environment.values()):
+        raise AnsibleFilterError("cutover_environment must map names to strings (quote numbers in YAML)")
+    if not command and not capture.get("argv"):
+        raise AnsibleFilterError("there is no capture and no cutover_command: nothing says what the unit runs")
+    if command:
+        argv, source = command, "variables"
+    else:
+        first = capture.get("argv0_resolved") or capture.get("exe")
+        argv, source = [first] + list(capture["argv"][1:]), "capture"
+    argv = argv + extra
+    env = dict((k, v) for k, v in (capture.get("environment") or {}).items() if not _noise(k))
+    env.update(environment)
+    exe = argv[0]
+    venv = ""
+    if os.path.basename(exe).startswith("python"):
+        venv = os.path.dirname(os.path.dirname(exe))
+    return {
+        "source": source,
+        "command": argv,
+        "environment": env,
+        "working_directory": working_directory or capture.get("cwd") or "/",
+        "user": user or capture.get("user") or "root",
+        "group": group or capture.get("group") or "root",
+        "venv": venv,
+        "dropped": sorted(k for k in (capture.get("environment") or {}) if _noise(k) and k not in environment),
+    }
+
+
+def cutover_changes(capture, adopted, flags=None):
+    """Lines saying how what runs now differs from what the unit will run, secrets masked."""
+    capture = capture or {}
+    now_argv = list(capture.get("argv") or [])
+    now_env = capture.get("environment") or {}
+    redact = Redactor(flags=flags or ())
+    redact = Redactor(flags=flags or (), values=redact.secrets_of(now_argv + adopted["command"],
+                                                                  dict(now_env, **adopted["environment"])))
+    if not now_argv:
+        return ["no server ran on the port and there is no capture: the unit comes from variables alone",
+                "command: %s" % " ".join(redact.argv(adopted["command"]))]
+    out = []
+    new = adopted["command"]
+    if now_argv[0] != new[0]:
+        why = "as the shell resolved it on the captured PATH" if adopted["source"] == "capture" else "from cutover_command"
+        out.append("argv[0]: %s -> %s (%s)" % (now_argv[0], new[0], why))
+    old_rest, new_rest = redact.argv(now_argv[1:]), redact.argv(new[1:])
+    if old_rest != new_rest:
+        out.append("arguments now:      %s" % " ".join(old_rest))
+        out.append("arguments the unit: %s" % " ".join(new_rest))
+    new_env = adopted["environment"]
+    noise = sorted(k for k in now_env if k not in new_env and _noise(k))
+    if noise:
+        out.append("env - shell noise: %s" % ", ".join(noise))
+    for k in sorted(set(now_env) | set(new_env)):
+        if k not in new_env:
+            if not _noise(k):
+                out.append("env - %s" % k)
+        elif k not in now_env:
+            out.append("env + %s=%s" % (k, redact.env({k: new_env[k]})[k]))
+        elif now_env[k] != new_env[k]:
+            out.append("env ~ %s=%s" % (k, redact.env({k: new_env[k]})[k]))
+    if capture.get("cwd") != adopted["working_directory"]:
+        out.append("working directory: %s -> %s" % (capture.get("cwd"), adopted["working_directory"]))
+    if capture.get("user") != adopted["user"]:
+        out.append("user: %s -> %s" % (capture.get("user"), adopted["user"]))
+    return out or ["the unit runs exactly what runs now"]
+
+
+def cutover_durations(marks):
+    """{stage: seconds} from {stage: start time}: each stage lasts until the next begins (the last is open)."""
+    order = sorted(marks.items(), key=lambda kv: kv[1])
+    return dict((k, round(order[i + 1][1] - t, 3)) for i, (k, t) in enumerate(order[:-1]))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes, "cutover_durations": cutover_durations}

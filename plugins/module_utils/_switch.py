@@ -1,0 +1,398 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The switch from the server on a port (ad hoc, or the service itself) to the service, as one host-side step.
+
+inspect() reads what is on the port and what the switch would touch (the preflight). launch() runs run()
+detached from the controller, in a transient systemd unit (a new session where systemd is not PID 1), so a
+dropped connection cannot stop it half-way; a lock allows one switch per port at a time. run() writes its
+outcome, step by step, to a file the module (or a rerun) waits on.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _nvidia, _procfs, _signals
+from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector
+
+KILL_WAIT = 10.0        # after SIGKILL, how long a process may take to be gone
+PORT_WAIT = 5.0         # after the family is gone, how long the port may take to be free
+MEMORY_WAIT = 30.0      # after a release, how long nvidia-smi may lag
+STRAY_GRACE = 10.0      # a released stray gets SIGTERM, then SIGKILL after this
+OUTCOME = "switch.json"
+
+
+def run_command(argv):
+    """(rc, stdout, stderr) of argv: the worker's stand-in for AnsibleModule.run_command."""
+    try:
+        # the detached worker has no AnsibleModule, hence no run_command
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                             universal_newlines=True)
+    except OSError as e:
+        return 127, "", str(e)
+    out, err = p.communicate()
+    return p.returncode, out, err
+
+
+def redactor_for(proc, flags=()):
+    """A Redactor that masks the secrets of this process's argv and environment."""
+    base = Redactor(flags=flags)
+    return Redactor(flags=flags, values=base.secrets_of(proc.argv, _procfs.environ(proc.pid)))
+
+
+def _row(proc, redact, **extra):
+    d = proc.as_dict(redact)
+    d["starttime"] = proc.starttime
+    d.update(extra)
+    return d
+
+
+def main_pid(run, unit):
+    """The MainPID systemd gives for a unit (0 when none, or when systemctl cannot tell)."""
+    try:
+        rc, out, dummy = timed(run, ["systemctl", "show", unit, "--property=MainPID", "--value"], 15)
+    except (OSError, CommandError):
+        return 0
+    try:
+        return int(out.strip()) if rc == 0 else 0
+    except ValueError:
+        return 0
+
+
+def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=()):
+    """What serves `port` and what a switch to `unit` (a name without .service) would touch.
+
+    owner: None (nothing listens), "adhoc" (a server outside the unit) or "unit" (the unit's own).
+    problems: reasons the switch must not begin (anything that listens but is not an SGLang server,
+    another service whose main process is the server, listeners outside the family).
+    strays: processes outside the family on the server's GPUs (not protected): the caller decides.
+    """
+    procs = _procfs.snapshot() if procs is None else procs
+    service = unit + ".service"
+    out = {"port": port, "unit": service, "owner": None, "server": None, "family": [], "wrapper": None,
+           "gpus": [], "strays": [], "protected": [], "problems": []}
+    pids = _discover.listeners(port, procs)
+    if not pids:
+        return out
+    server = _discover.main_process(pids[0], procs)
+    redact = redactor_for(server, flags)
+    out["server"] = _row(server, redact, unit=_procfs.unit_of(server.pid))
+    if out["server"]["unit"] == service:
+        out["owner"] = "unit"
+        members = sorted(p.pid for p in procs.values() if not p.is_zombie and _procfs.unit_of(p.pid) == service)
+    else:
+        out["owner"] = "adhoc"
+        ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
+        others = [q.pid for q in procs.values() if q.pid not in ours and _discover.is_sglang(q)]
+        members = _discover.family(server, procs, others)
+        out["wrapper"] = _discover.wrapper(server, procs)
+        if out["wrapper"]:
+            w = procs[out["wrapper"]["pid"]]
+            out["wrapper"].update(starttime=w.starttime, cmdline=redact(w.cmdline))
+        if not _discover.is_sglang(server):
+            out["problems"].append("port %d is held by pid %d (%s), which is not an SGLang server" % (
+                port, server.pid, redact(server.cmdline)[:200]))
+        other = out["server"]["unit"]
+        if other and main_pid(run, other) == server.pid:
+            out["problems"].append(
+                "the server on port %d is the main process of %s, which would start it again: stop and disable "
+                "that unit first, or manage it under its own name" % (port, other))
+    out["family"] = [_row(procs[pid], redact) for pid in members if pid in procs]
+    for pid in pids:
+        if pid not in members:
+            out["problems"].append("pid %d (%s) listens on port %d and is not of the server's family" % (
+                pid, redact(procs[pid].cmdline)[:200], port))
+    fam = set(members)
+    holders = _nvidia.holders(procs, devices)
+    gpus = sorted(set(g for h in holders if h.proc.pid in fam for g in h.gpus))
+    out["gpus"] = gpus
+    selector = Selector(required=False)
+    ancestors = set(_procfs.ancestors(selector.me, procs))
+    for h in holders:
+        if h.proc.pid in fam or h.proc.is_zombie or not set(h.gpus) & set(gpus):
+            continue
+        why = selector.refusal(h.proc, ancestors)
+        row = _row(h.proc, redact, devices=h.files, gpus=h.gpus)
+        if why:
+            out["protected"].append(dict(row, reason=why))
+        else:
+            out["strays"].append(row)
+    return out
+
+
+# --- the lock -------------------------------------------------------------------------------------------
+
+def lock_path(state_dir):
+    return os.path.join(state_dir, "switch.lock")
+
+
+def take_lock(state_dir):
+    """An open, locked file descriptor, or None when another switch holds the lock."""
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    fd = os.open(lock_path(state_dir), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_busy(state_dir):
+    """Whether a switch holds the lock (creates nothing)."""
+    if not os.path.exists(lock_path(state_dir)):
+        return False
+    fd = os.open(lock_path(state_dir), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# --- the outcome file -----------------------------------------------------------------------------------
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+# --- the detached step ----------------------------------------------------------------------------------
+
+class Worker:
+    """Runs the plan: each step timed, the outcome written after each."""
+
+    def __init__(self, plan, run=run_command):
+        self.plan = plan
+        self.run = run
+        self.path = os.path.join(plan["state_dir"], OUTCOME)
+        self.t0 = time.monotonic()
+        self.outcome = {"id": plan["id"], "action": plan["action"], "pid": os.getpid(),
+                        "starttime": _procfs.starttime(os.getpid()), "began": time.time(), "steps": [],
+                        "finished": False, "error": None}
+
+    def step(self, name, fn):
+        t = time.monotonic()
+        detail = fn() or {}
+        self.outcome["steps"].append(dict(detail, step=name, seconds=round(time.monotonic() - t, 3)))
+        write_json(self.path, self.outcome)
+
+    def go(self):
+        fd = take_lock(self.plan["state_dir"])
+        if fd is None:
+            self.outcome.update(finished=True, error="another switch of port %d holds the lock %s" % (
+                self.plan["port"], lock_path(self.plan["state_dir"])))
+            write_json(self.path, self.outcome)
+            return self.outcome
+        try:
+            write_json(self.path, self.outcome)
+            self.switch()
+        except Exception as e:  # pylint: disable=broad-except
+            self.outcome["error"] = "%s: %s" % (type(e).__name__, e)
+        finally:
+            self.outcome["finished"] = True
+            self.outcome["seconds"] = round(time.monotonic() - self.t0, 3)
+            write_json(self.path, self.outcome)
+            os.close(fd)
+        return self.outcome
+
+    def switch(self):
+        plan = self.plan
+        unit = plan["unit"]
+        procs = _procfs.snapshot()
+        now = inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run)
+        self.stop_began = None
+        if now["owner"] == "unit" and plan["action"] != "restart":
+            self.outcome["note"] = "%s already serves port %d: nothing to switch" % (unit, plan["port"])
+            return
+        if now["owner"] == "adhoc":
+            if now["problems"]:
+                raise RuntimeError("nothing was stopped: " + "; ".join(now["problems"]))
+            self.step("stop wrapper", lambda: self.stop_wrapper(now))
+            self.stop_began = time.monotonic()
+            self.step("stop server", lambda: self.stop_family(now, procs))
+        elif now["owner"] == "unit" and plan["action"] == "restart":
+            self.stop_began = time.monotonic()
+            self.step("stop server", lambda: self.stop_unit(unit))
+        self.step("verify zero", lambda: self.verify_zero(now, procs))
+        self.step("release GPUs", lambda: self.release(now))
+        self.step("start unit", lambda: self.start(unit))
+        if self.stop_began is not None:
+            self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
+        self.outcome["started_at"] = time.time()
+
+    def stop_wrapper(self, now):
+        w = now["wrapper"]
+        if not w or w["kind"] != "shell loop":
+            return {"note": "no wrapper loop" if not w else "%s left alone (it does not restart the server)" % w["kind"]}
+        sent = _signals.send((w["pid"], w["starttime"]), 9)
+        return {"pid": w["pid"], "signal": "KILL" if sent else "gone before"}
+
+    def stop_family(self, now, procs):
+        targets = [procs[f["pid"]] for f in now["family"] if f["pid"] in procs]
+        server = procs[now["server"]["pid"]]
+        res = _signals.stop(targets, roots=[server], sig=15, escalate=9, grace=self.plan["drain"],
+                            kill_wait=KILL_WAIT, mode="mixed")
+        detail = {"pids": [t.pid for t in targets], "escalated": res.escalated, "ended_by": res.ended_by,
+                  "timings": res.timings}
+        if res.remaining:
+            raise RuntimeError("%d process(es) survived SIGKILL (stuck: %s): %s" % (
+                len(res.remaining), res.stuck, res.remaining))
+        return detail
+
+    def stop_unit(self, unit):
+        rc, out, err = timed(self.run, ["systemctl", "stop", unit], self.plan["drain"] + 60)
+        if rc != 0:
+            raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
+        return {"unit": unit}
+
+    def verify_zero(self, before, procs_before):
+        """No process of the old family left (orphans that appeared since are stopped too), the port free."""
+        deadline = time.monotonic() + PORT_WAIT
+        killed = []
+        while True:
+            procs = _procfs.snapshot()
+            left = [f["pid"] for f in before["family"] if _procfs.is_alive((f["pid"], f["starttime"]))]
+            if before["owner"] == "adhoc" and before["server"]["pid"] in procs_before:
+                # kin that left the tree while it stopped (reparented to PID 1): the same rule as discovery
+                old = procs_before[before["server"]["pid"]]
+                others = [q.pid for q in procs.values() if _discover.is_sglang(q)]
+                for pid in _discover.family(old, procs, others):
+                    if pid in procs and pid != old.pid and _signals.send(procs[pid].identity, 9):
+                        killed.append(pid)
+            listening = _discover.listeners(self.plan["port"], procs)
+            if not left and not listening:
+                return {"left": 0, "orphans_killed": killed}
+            if time.monotonic() >= deadline:
+                raise RuntimeError("not zero: family pids %s alive, port %d held by %s" % (
+                    left, self.plan["port"], listening))
+            time.sleep(0.05)
+
+    def release(self, before):
+        """Stop what still holds the server's GPUs: the family's leftovers, and strays when allowed."""
+        allowed = set((f["pid"], f["starttime"]) for f in before["family"])
+        if self.plan["release_strays"]:
+            allowed |= set((s["pid"], s["starttime"]) for s in before["strays"])
+        procs = _procfs.snapshot()
+        targets = [h.proc for h in _nvidia.holders(procs, self.plan["devices"])
+                   if h.proc.identity in allowed and set(h.gpus) & set(before["gpus"]) and not h.proc.is_zombie]
+        res = _signals.stop(targets, sig=15, escalate=9, grace=STRAY_GRACE, kill_wait=KILL_WAIT)
+        if res.remaining:
+            raise RuntimeError("GPU holders survived SIGKILL: %s" % res.remaining)
+        detail = {"released": [t.pid for t in targets], "gpus": before["gpus"]}
+        smi = _nvidia.Smi(self.run)
+        if smi.available and before["gpus"]:
+            gone = set(t.pid for t in targets) | set(i[0] for i in allowed)
+            deadline = time.monotonic() + MEMORY_WAIT
+            reading = smi.reading()
+            while gone & set(a["pid"] for a in reading["compute_apps"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                reading = smi.reading()
+            detail["memory_used_mib"] = dict((g["index"], g["memory_used_mib"]) for g in reading["gpus"]
+                                             if g["index"] in before["gpus"])
+        return detail
+
+    def start(self, unit):
+        timed(self.run, ["systemctl", "reset-failed", unit], 15)
+        rc, out, err = timed(self.run, ["systemctl", "start", "--no-block", unit], 30)
+        if rc != 0:
+            raise RuntimeError("systemctl start %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
+        return {"unit": unit}
+
+
+def main(plan_path):
+    """Entry point of the detached process."""
+    with open(plan_path) as f:
+        plan = json.load(f)
+    Worker(plan).go()
+
+
+def _runtime():
+    """Where this code lives: (path, is_zip). Under Ansible it is the module's payload zip, removed when the
+    module ends, so launch() keeps a copy."""
+    here = os.path.abspath(__file__)
+    path = here
+    while path != os.path.dirname(path):
+        if os.path.isfile(path) and zipfile.is_zipfile(path):
+            return path, True
+        path = os.path.dirname(path)
+    marker = os.sep + "ansible_collections" + os.sep
+    return here[:here.rfind(marker)], False
+
+
+def launch(plan, run=run_command):
+    """Start the worker detached; returns how (its argv)."""
+    state_dir = plan["state_dir"]
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    root, is_zip = _runtime()
+    if is_zip:
+        keep = os.path.join(state_dir, "switch-runtime.zip")
+        shutil.copyfile(root, keep + ".tmp")
+        os.replace(keep + ".tmp", keep)
+        root = keep
+    plan_path = os.path.join(state_dir, "switch-plan.json")
+    write_json(plan_path, plan)
+    code = ("import sys; sys.path.insert(0, %r); "
+            "from ansible_collections.inferops.sglang.plugins.module_utils import _switch; _switch.main(%r)"
+            % (root, plan_path))
+    argv = [sys.executable, "-c", code]
+    if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
+        argv = ["systemd-run", "--unit", "inferops-sglang-switch-%d-%s" % (plan["port"], plan["id"]), "--collect",
+                "--quiet", "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
+        rc, out, err = timed(run, argv, 30)
+        if rc != 0:
+            raise RuntimeError("systemd-run failed (rc %d): %s" % (rc, (err or out).strip()))
+    else:
+        with open(os.devnull, "r+") as null:
+            # detached on purpose: run_command would wait for it
+            subprocess.Popen(argv, stdin=null, stdout=null, stderr=null, close_fds=True,  # pylint: disable=ansible-bad-function
+                             start_new_session=True)
+    return argv
+
+
+def wait(state_dir, run_id, timeout, poll=0.1):
+    """The worker's outcome once finished (run_id None: whichever switch runs now). TimeoutError otherwise."""
+    path = os.path.join(state_dir, OUTCOME)
+    deadline = time.monotonic() + timeout
+    seen_at = time.monotonic()
+    while True:
+        out = read_json(path)
+        mine = out is not None and (run_id is None or out.get("id") == run_id)
+        if mine and out.get("finished"):
+            return out
+        if mine:
+            seen_at = time.monotonic()
+            if not _procfs.is_alive((out["pid"], out["starttime"])):
+                out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
+                return out
+        elif time.monotonic() - seen_at > 15:
+            raise TimeoutError("the switch process never reported (see %s)" % path)
+        if time.monotonic() >= deadline:
+            raise TimeoutError("the switch did not finish within %.0f s; it goes on on the host (%s)" % (timeout, path))
+        time.sleep(poll)

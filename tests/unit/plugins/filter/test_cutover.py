@@ -1,0 +1,75 @@
+"""What the unit runs, adopted from a capture; how it differs from what runs, secrets masked."""
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.inferops.sglang.plugins.filter.cutover import cutover_adopt, cutover_changes, cutover_durations
+
+KEY = "sk-secret-123"
+CAPTURE = {
+    "argv": ["python", "-m", "sglang.launch_server", "--port", "30000", "--api-key", KEY],
+    "argv0_resolved": "/opt/sglang/venv/bin/python",
+    "exe": "/usr/bin/python3.11",
+    "environment": {"PATH": "/opt/sglang/venv/bin:/usr/bin", "VIRTUAL_ENV": "/opt/sglang/venv", "PWD": "/root",
+                    "SHLVL": "2", "_": "/usr/bin/nohup", "SSH_CONNECTION": "1 2 3 4", "XDG_SESSION_ID": "3",
+                    "HF_TOKEN": "hf-secret", "NCCL_DEBUG": "WARN", "HOME": "/root"},
+    "cwd": "/root",
+    "user": "root",
+    "group": "root",
+}
+
+
+def test_adopts_the_capture_with_argv0_resolved_and_no_shell_noise():
+    plan = cutover_adopt(CAPTURE)
+    assert plan["source"] == "capture"
+    assert plan["command"] == ["/opt/sglang/venv/bin/python"] + CAPTURE["argv"][1:]
+    assert plan["environment"] == {"PATH": "/opt/sglang/venv/bin:/usr/bin", "VIRTUAL_ENV": "/opt/sglang/venv",
+                                   "HF_TOKEN": "hf-secret", "NCCL_DEBUG": "WARN"}
+    assert plan["dropped"] == ["HOME", "PWD", "SHLVL", "SSH_CONNECTION", "XDG_SESSION_ID", "_"]
+    assert (plan["working_directory"], plan["user"], plan["group"], plan["venv"]) == ("/root", "root", "root",
+                                                                                      "/opt/sglang/venv")
+
+
+def test_overrides_win():
+    plan = cutover_adopt(CAPTURE, ["/srv/venv/bin/python3", "-m", "sglang.launch_server"], ["--tp", "8"],
+                         {"NCCL_DEBUG": "INFO", "PWD": "/keep"}, "/srv", "sglang", "gpu")
+    assert plan["source"] == "variables"
+    assert plan["command"] == ["/srv/venv/bin/python3", "-m", "sglang.launch_server", "--tp", "8"]
+    assert plan["environment"]["NCCL_DEBUG"] == "INFO" and plan["environment"]["PWD"] == "/keep"
+    assert "PWD" not in plan["dropped"]
+    assert (plan["working_directory"], plan["user"], plan["group"], plan["venv"]) == ("/srv", "sglang", "gpu", "/srv/venv")
+
+
+def test_falls_back_to_exe_and_refuses_nothing_to_adopt():
+    assert cutover_adopt(dict(CAPTURE, argv0_resolved=None))["command"][0] == "/usr/bin/python3.11"
+    with pytest.raises(AnsibleFilterError, match="no capture and no cutover_command"):
+        cutover_adopt({})
+    with pytest.raises(AnsibleFilterError, match="list of strings"):
+        cutover_adopt(CAPTURE, ["/bin/x", 1])
+    with pytest.raises(AnsibleFilterError, match="names to strings"):
+        cutover_adopt(CAPTURE, environment={"N": 1})
+
+
+def test_changes_name_each_difference_and_never_a_secret():
+    plan = cutover_adopt(CAPTURE, extra_args=["--enable-metrics"], environment={"NCCL_DEBUG": "INFO", "NEW_TOKEN": "t0k"})
+    lines = cutover_changes(CAPTURE, plan)
+    text = "\n".join(lines)
+    assert lines[0] == "argv[0]: python -> /opt/sglang/venv/bin/python (as the shell resolved it on the captured PATH)"
+    assert "arguments the unit: -m sglang.launch_server --port 30000 --api-key ******** --enable-metrics" in lines
+    assert "env - shell noise: HOME, PWD, SHLVL, SSH_CONNECTION, XDG_SESSION_ID, _" in lines
+    assert "env ~ NCCL_DEBUG=INFO" in lines and "env + NEW_TOKEN=********" in lines
+    for secret in (KEY, "hf-secret", "t0k"):
+        assert secret not in text
+
+
+def test_no_change_and_no_capture():
+    same = dict(CAPTURE, argv=["/opt/sglang/venv/bin/python"] + CAPTURE["argv"][1:],
+                environment={"PATH": "/usr/bin"})
+    assert cutover_changes(same, cutover_adopt(same)) == ["the unit runs exactly what runs now"]
+    lines = cutover_changes({}, cutover_adopt({}, ["/opt/v/bin/python", "--api-key", KEY]))
+    assert lines[0].startswith("no server ran on the port") and KEY not in "".join(lines)
+
+
+def test_durations_run_from_one_stage_to_the_next():
+    assert cutover_durations({"switch": 13.5, "discover": 10.0, "adopt": 11.25, "record": 20.0}) == {
+        "discover": 1.25, "adopt": 2.25, "switch": 6.5}
+    assert cutover_durations({}) == {}

@@ -1,0 +1,145 @@
+"""The switch on real process trees: preflight among decoys, the detached worker's steps, the lock."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
+
+from tests.unit.conftest import COLLECTIONS, free_port, wait_for
+from . import programs
+from .conftest import run_command
+from .test_discover import server_cmd, wait_listening
+
+
+class Systemctl:
+    """Runs every command for real except systemctl (systemd is not PID 1 on this machine; the molecule
+    scenarios run the switch against a real one). Records what the worker asked of it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, argv):
+        if "systemctl" in argv:
+            self.calls.append(argv[argv.index("systemctl"):])
+            return 0, "0\n" if "--property=MainPID" in argv else "", ""
+        return run_command(argv)
+
+
+def holders_of(path):
+    return sorted(p.pid for p in _procfs.snapshot().values() if path in _procfs.open_files(p.pid).values())
+
+
+def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp_path):
+    for n in range(4):
+        (tmp_path / ("nvidia%d" % n)).touch()
+    devices = [str(tmp_path / "nvidia*")]
+    a, b = free_port(), free_port()
+    # one operator's session: the server, a second server on other GPUs, a tail on the log, a watch on the pattern
+    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s --base-gpu-id 2 > b.log 2>&1 & "
+          "tail -f a.log > /dev/null & bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait"
+          % (server_cmd(a), server_cmd(b)))
+    wait_listening(a)
+    wait_listening(b)
+    wait_for(lambda: holders_of(str(tmp_path / "nvidia2")), 10)
+    stray = run(programs.HOLDER, str(tmp_path / "nvidia0"))[0]
+    exe = tmp_path / "bin" / "nvidia-persistenced"
+    exe.parent.mkdir()
+    exe.write_bytes(open("/bin/sleep", "rb").read())
+    exe.chmod(0o755)
+    daemon = subprocess.Popen(["bash", "-c", "exec 3<%s 4<%s %s 600" % (tmp_path / "nvidia0", tmp_path / "nvidia1", exe)])
+    wait_for(lambda: os.path.basename(os.readlink("/proc/%d/exe" % daemon.pid)) == "nvidia-persistenced")
+    try:
+        systemctl = Systemctl()
+        found = _switch.inspect(a, "sglang", devices, run=systemctl)
+        assert found["owner"] == "adhoc" and found["problems"] == []
+        titles = sorted(f["cmdline"] for f in found["family"] if f["cmdline"].startswith("sglang::"))
+        assert titles == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+        assert found["gpus"] == [0, 1]
+        assert [s["pid"] for s in found["strays"]] == [stray.pid]
+        assert [(d["pid"], d["reason"]) for d in found["protected"]] == [(daemon.pid, "protected (nvidia-persistenced)")]
+        family = [(f["pid"], f["starttime"]) for f in found["family"]]
+        before_b = _procfs.snapshot()
+        b_tree = [p.pid for p in before_b.values() if str(b) in p.cmdline or p.pid in
+                  _procfs.descendants(before_b, _discover.listeners(b, before_b))]
+        others = [p.pid for p in before_b.values() if p.cmdline.startswith(("tail -f", "watch"))]
+        assert len(others) == 2 and len(b_tree) >= 4
+
+        plan = dict(id="t1", action="switch", port=a, unit="sglang.service", unit_name="sglang",
+                    state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True, devices=devices)
+        os.makedirs(plan["state_dir"])
+        outcome = _switch.Worker(plan, run=systemctl).go()
+        assert outcome["error"] is None, outcome
+        assert [s["step"] for s in outcome["steps"]] == [
+            "stop wrapper", "stop server", "verify zero", "release GPUs", "start unit"]
+        assert outcome["downtime"] > 0 and outcome["finished"]
+        assert not [i for i in family if _procfs.is_alive(i)]
+        assert _discover.listeners(a, _procfs.snapshot()) == []
+        assert stray.wait(timeout=5) == -15
+        assert daemon.poll() is None
+        assert all(_procfs.is_alive((pid, before_b[pid].starttime)) for pid in b_tree + others)
+        assert ["systemctl", "start", "--no-block", "sglang.service"] in systemctl.calls
+        assert _switch.read_json(os.path.join(plan["state_dir"], "switch.json")) == json.loads(json.dumps(outcome))
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def test_preflight_problems(spawn, tmp_path):
+    port = free_port()
+    other = spawn.python("import http.server, sys; http.server.HTTPServer(('127.0.0.1', %d), "
+                         "http.server.BaseHTTPRequestHandler).serve_forever()" % port)
+    wait_for(lambda: _discover.listeners(port, _procfs.snapshot()), 10)
+    found = _switch.inspect(port, "sglang", [str(tmp_path / "nvidia*")], run=Systemctl())
+    assert found["owner"] == "adhoc"
+    assert len(found["problems"]) == 1 and "not an SGLang server" in found["problems"][0]
+    assert str(other.pid) in found["problems"][0]
+    empty = _switch.inspect(free_port(), "sglang", run=Systemctl())
+    assert empty["owner"] is None and empty["family"] == [] and empty["problems"] == []
+
+
+def test_the_lock_allows_one_switch_per_port(tmp_path):
+    state, other = str(tmp_path / "state" / "1234"), str(tmp_path / "state" / "1235")
+    assert not _switch.lock_busy(state) and not os.path.exists(state)
+    fd = _switch.take_lock(state)
+    try:
+        assert _switch.take_lock(state) is None and _switch.lock_busy(state)
+        assert not _switch.lock_busy(other)
+        plan = dict(id="t2", action="start", port=1234, unit="sglang.service", unit_name="sglang",
+                    state_dir=state, drain=1.0, release_strays=False, devices=[])
+        outcome = _switch.Worker(plan, run=Systemctl()).go()
+        assert outcome["finished"] and "holds the lock" in outcome["error"] and outcome["steps"] == []
+    finally:
+        os.close(fd)
+    assert not _switch.lock_busy(state)
+
+
+def test_launch_runs_detached_in_a_session_of_its_own_and_reports(tmp_path):
+    """The worker outlives its launcher, and its failure (no systemd here) comes back through the outcome file."""
+    plan = dict(id="t3", action="start", port=free_port(), unit="inferops-test-none.service",
+                unit_name="inferops-test-none", state_dir=str(tmp_path / "state"), drain=1.0,
+                release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    script = ("import sys; sys.path.insert(0, %r); from ansible_collections.inferops.sglang.plugins.module_utils "
+              "import _switch; print(_switch.launch(%r)[0])" % (COLLECTIONS, plan))
+    launcher = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    assert launcher.stdout.strip() == sys.executable  # the session path, not systemd-run
+    outcome = _switch.wait(plan["state_dir"], "t3", 30)
+    assert outcome["finished"] and outcome["pid"] != os.getpid()
+    assert [s["step"] for s in outcome["steps"]] == ["verify zero", "release GPUs"]
+    assert "systemctl start inferops-test-none.service failed" in outcome["error"]
+    assert os.stat(os.path.join(plan["state_dir"], "switch.json")).st_mode & 0o777 == 0o600
+    assert os.stat(plan["state_dir"]).st_mode & 0o777 == 0o700
+
+
+def test_wait_notices_a_worker_that_died(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _switch.write_json(str(state / "switch.json"), {"id": "t4", "pid": gone.pid, "starttime": 1, "finished": False})
+    out = _switch.wait(str(state), "t4", 5)
+    assert "ended without finishing" in out["error"]
+    with pytest.raises(TimeoutError):
+        _switch.wait(str(state), "other", 0.3)
