@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count readmes
+.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover readmes
 
 test:
 	bash tests/run.sh
@@ -24,6 +24,11 @@ clean:
 bench-readiness bench-count:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python benchmarks/$(subst bench-count,process_count_scale,$(subst bench-readiness,readiness_lag,$@)).py
+
+# The cutover's downtime and wall time against the seeds' procedure (RUNS=3 LOAD=10); docs/benchmarks/.
+bench-cutover:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
+	  python -m pip install --quiet -r benchmarks/requirements.txt && python benchmarks/cutover_downtime.py
 
 # Role READMEs are generated from meta/argument_specs.yml (a unit test checks them).
 readmes:

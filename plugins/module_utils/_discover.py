@@ -113,8 +113,18 @@ def which(name, path, cwd):
     return None
 
 
+def _log_file(pid, fd):
+    """Where fd writes, when it is a regular file (a nohup log): else None (a terminal, a pipe, /dev/null)."""
+    try:
+        target = os.readlink("/proc/%d/fd/%d" % (pid, fd))
+    except OSError:
+        return None
+    return target if target.startswith("/") and os.path.isfile(target) else None
+
+
 def capture(pid):
-    """What the process runs: argv (argv[0] resolved as the shell did), environment, cwd, user, exe."""
+    """What the process runs: argv (argv[0] resolved as the shell did), environment, cwd, user, exe, and the
+    log files its stdout and stderr write to."""
     proc = _procfs.read(pid)
     if proc is None:
         return None
@@ -140,8 +150,11 @@ def capture(pid):
         "environment": env,
         "cwd": cwd,
         "user": proc.user,
+        "uid": proc.uid,
         "gid": gid,
         "group": group,
+        "stdout": _log_file(pid, 1),
+        "stderr": _log_file(pid, 2),
     }
 
 
@@ -157,10 +170,8 @@ def _port_of(text):
     return None
 
 
-def launchers(port, scripts=(), files=None):
-    """Lines that would start a server on `port` at boot: @reboot crontab lines and rc.local lines that run
-    sglang.launch_server (or one of `scripts`, a wrapper's), on this port (a line without --port: 30000).
-    [{path, lineno, line}]."""
+def _lines(files=None):
+    """Every line of the boot files: [{path, lineno, line}]."""
     if files is None:
         files = list(BOOT_FILES)
         for d in BOOT_DIRS:
@@ -168,20 +179,38 @@ def launchers(port, scripts=(), files=None):
                 files += sorted(os.path.join(d, n) for n in os.listdir(d) if not n.startswith("."))
             except OSError:
                 continue
-    found = []
+    rows = []
     for path in files:
         try:
             with open(path) as f:
                 lines = f.read().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
-        for n, line in enumerate(lines, 1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            if "cron" in path and not text.startswith("@reboot"):
-                continue
-            server = "sglang.launch_server" in text and (_port_of(text) or "30000") == str(port)
-            if server or any(s and s in text for s in scripts):
-                found.append({"path": path, "lineno": n, "line": line})
+        rows += [{"path": path, "lineno": n, "line": line} for n, line in enumerate(lines, 1)]
+    return rows
+
+
+def launchers(port, scripts=(), files=None):
+    """Lines that would start a server on `port` at boot: @reboot crontab lines and rc.local lines that run
+    sglang.launch_server (or one of `scripts`, a wrapper's), on this port (a line without --port: 30000).
+    [{path, lineno, line}]."""
+    found = []
+    for row in _lines(files):
+        text = row["line"].strip()
+        if not text or text.startswith("#"):
+            continue
+        if "cron" in row["path"] and not text.startswith("@reboot"):
+            continue
+        server = "sglang.launch_server" in text and (_port_of(text) or "30000") == str(port)
+        if server or any(s and s in text for s in scripts):
+            found.append(row)
     return found
+
+
+DISABLED = "# disabled by inferops.sglang cutover"
+
+
+def disabled_launchers(service, files=None):
+    """Paths holding launcher lines the cutover to `service` disabled (a rollback enables them again)."""
+    mark = "%s, %s " % (DISABLED, service)
+    return sorted(set(row["path"] for row in _lines(files) if row["line"].startswith(mark)))

@@ -394,29 +394,38 @@ class SglangDiscover(Base):
         procs = _procfs.snapshot()
         pids = _discover.listeners(p["port"], procs)
         service = p["unit"] + ".service" if p["unit"] else None
+        disabled = _discover.disabled_launchers(service) if service else []
         if not pids:
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
-                                  launchers=_discover.launchers(p["port"]),
+                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
                                   msg="nothing listens on port %d" % p["port"])
         server = _discover.main_process(pids[0], procs)
         ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
         others = [q.pid for q in procs.values() if q.pid not in ours and "sglang.launch_server" in q.cmdline]
         fam = _discover.family(server, procs, others)
         cap = _discover.capture(server.pid)
+        wrapper = _discover.wrapper(server, procs)
+        if wrapper and wrapper["kind"] == "shell loop":
+            cap["wrapper"] = _discover.capture(wrapper["pid"])  # a rollback starts the loop again, not the server
         secrets = self.redact.secrets_of(cap["argv"], cap["environment"])
+        if cap.get("wrapper"):
+            secrets += self.redact.secrets_of(cap["wrapper"]["argv"], cap["wrapper"]["environment"])
         self.redact = Redactor(flags=p.get("redact") or (), values=secrets)
         public = dict(cap, argv=self.redact.argv(cap["argv"]), environment=self.redact.env(cap["environment"]))
-        wrapper = _discover.wrapper(server, procs)
+        if cap.get("wrapper"):
+            public["wrapper"] = dict(cap["wrapper"], argv=self.redact.argv(cap["wrapper"]["argv"]),
+                                     environment=self.redact.env(cap["wrapper"]["environment"]))
         owner = _procfs.unit_of(server.pid)
         result = dict(changed=False, found=True, port=p["port"], server=dict(server.as_dict(self.redact), unit=owner),
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
-                      wrapper=wrapper, capture=public, adhoc=owner != service,
+                      wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
+                      sglang=_discover.is_sglang(server),
                       launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
         if wrapper:
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
         for row in result["launchers"]:
             row["line"] = self.redact(row["line"])
-        if p["capture_path"] and owner != service:
+        if p["capture_path"] and owner != service and result["sglang"]:
             data = json.dumps(cap, indent=2, sort_keys=True)
             old = None
             if os.path.exists(p["capture_path"]):
@@ -468,12 +477,17 @@ class SglangSwitch(Base):
                                 for s in insp["strays"])))
         version, why = self.sglang_version(p["executable"])
         problems += why
-        if state.get("LoadState") != "loaded" and not self.module.check_mode:
+        back = p["target"] == "capture"
+        if back and not os.path.exists(os.path.join(state_dir, "capture.json")):
+            problems.append("there is no capture in %s: nothing to go back to" % state_dir)
+        if state.get("LoadState") != "loaded" and not self.module.check_mode and not back:
             problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
         busy = _switch.lock_busy(state_dir)
         active = state.get("ActiveState")
         if busy:
             action = "join"
+        elif back:
+            action = "none" if insp["owner"] == "adhoc" else "rollback"
         elif insp["owner"] == "adhoc":
             action = "switch"
         elif insp["owner"] == "unit":
@@ -487,7 +501,8 @@ class SglangSwitch(Base):
         if problems and action not in ("none", "join"):
             self.fail("preflight failed, nothing was stopped: " + " | ".join(problems), **result)
         if self.module.check_mode or action == "none":
-            result["msg"] = {"none": "%s serves port %d: nothing to switch" % (unit, port),
+            result["msg"] = {"none": "%s: nothing to switch" % ("the captured command serves port %d" % port if back
+                                                                else "%s serves port %d" % (unit, port)),
                              "join": "a switch of port %d is in progress" % port}.get(
                 action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
                     action, len(insp["family"]), insp["gpus"], unit))
@@ -495,8 +510,9 @@ class SglangSwitch(Base):
         run_id = None
         if action != "join":
             run_id = "%d-%d" % (int(time.time()), os.getpid())
-            plan = dict(id=run_id, action=action, port=port, unit=unit, unit_name=name, state_dir=state_dir,
-                        drain=p["drain"], release_strays=p["release_strays"], devices=list(p["devices"]))
+            plan = dict(id=run_id, action=action, target=p["target"], port=port, unit=unit, unit_name=name,
+                        state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],
+                        devices=list(p["devices"]))
             try:
                 result["launched"] = _switch.launch(plan, run)[:4]
             except Exception as e:  # pylint: disable=broad-except
@@ -506,7 +522,7 @@ class SglangSwitch(Base):
         except TimeoutError as e:
             self.fail(str(e), **result)
         result.update(outcome=outcome, steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
-                      started_at=outcome.get("started_at"), elapsed=self.elapsed())
+                      started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"), elapsed=self.elapsed())
         if outcome.get("error"):
             self.fail("the switch stopped at %s: %s" % (
                 (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)

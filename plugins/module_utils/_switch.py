@@ -228,6 +228,8 @@ class Worker:
         procs = _procfs.snapshot()
         now = inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run)
         self.stop_began = None
+        if plan.get("target") == "capture":
+            return self.back(now, procs)
         if now["owner"] == "unit" and plan["action"] != "restart":
             self.outcome["note"] = "%s already serves port %d: nothing to switch" % (unit, plan["port"])
             return
@@ -246,6 +248,32 @@ class Worker:
         if self.stop_began is not None:
             self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
         self.outcome["started_at"] = time.time()
+
+    def back(self, now, procs):
+        """From the unit back to the captured command (a rollback)."""
+        plan = self.plan
+        if now["owner"] == "adhoc":
+            self.outcome["note"] = "a server outside %s already serves port %d: nothing to roll back" % (
+                plan["unit"], plan["port"])
+            return
+        self.stop_began = time.monotonic()
+        self.step("stop server", lambda: self.stop_unit(plan["unit"]))
+        self.step("verify zero", lambda: self.verify_zero(now, procs))
+        self.step("release GPUs", lambda: self.release(now))
+        self.step("start captured command", self.relaunch)
+        self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
+        self.outcome["started_at"] = time.time()
+
+    def relaunch(self):
+        """The captured command (its wrapper loop, when it had one) exactly as it ran: argv, environment, cwd,
+        user, log file; in a session of its own, as nohup left it."""
+        cap = read_json(os.path.join(self.plan["state_dir"], "capture.json"))
+        if not cap:
+            raise RuntimeError("no capture in %s: nothing to start again" % self.plan["state_dir"])
+        what = cap.get("wrapper") or cap
+        pid = launch_detached(what, cap)
+        self.outcome["pid_started"] = pid
+        return {"pid": pid, "argv0": what["argv"][0], "wrapper": bool(cap.get("wrapper")), "log": what.get("stdout")}
 
     def stop_wrapper(self, now):
         w = now["wrapper"]
@@ -326,6 +354,30 @@ class Worker:
         return {"unit": unit}
 
 
+def launch_detached(what, cap):
+    """Start what.argv with what's environment, cwd and log files as cap's user; returns its pid."""
+    exe = what.get("argv0_resolved") or what.get("exe")
+    uid, gid = cap.get("uid", 0), cap.get("gid", 0)
+
+    def demote():
+        if os.getuid() != uid:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+
+    with open(os.devnull, "r+b") as null:
+        out = open(what["stdout"], "ab") if what.get("stdout") else null
+        err = out if what.get("stderr") == what.get("stdout") else (open(what["stderr"], "ab") if what.get("stderr") else null)
+        try:
+            p = subprocess.Popen(what["argv"], executable=exe, env=what["environment"], cwd=what["cwd"],  # pylint: disable=ansible-bad-function
+                                 stdin=null, stdout=out, stderr=err, close_fds=True, start_new_session=True,
+                                 preexec_fn=demote)
+        finally:
+            for f in set([out, err]) - set([null]):
+                f.close()
+    return p.pid
+
+
 def main(plan_path):
     """Entry point of the detached process."""
     with open(plan_path) as f:
@@ -364,7 +416,7 @@ def launch(plan, run=run_command):
     argv = [sys.executable, "-c", code]
     if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
         argv = ["systemd-run", "--unit", "inferops-sglang-switch-%d-%s" % (plan["port"], plan["id"]), "--collect",
-                "--quiet", "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
+                "--quiet", "--property=KillMode=process", "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
         rc, out, err = timed(run, argv, 30)
         if rc != 0:
             raise RuntimeError("systemd-run failed (rc %d): %s" % (rc, (err or out).strip()))

@@ -11,7 +11,8 @@ __metaclass__ = type
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
 
 TIMEOUT = 15
-UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", "ExecMainStatus", "LoadState")
+UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", "ExecMainStatus", "ExecMainCode",
+                   "LoadState")
 
 
 def show(run, unit, properties=UNIT_PROPERTIES):
@@ -70,6 +71,9 @@ class UnitWatch:
             return "unit %s restarted (NRestarts %s -> %s)" % (self.unit, self.restarts, p.get("NRestarts"))
         if sub == "auto-restart":
             return "unit %s is in activating (auto-restart): its process exited (%s)" % (self.unit, p.get("Result"))
+        if sub == "start-post" and p.get("MainPID") == "0" and p.get("ExecMainCode") not in (None, "", "0"):
+            return "unit %s: its main process exited (status %s) while ExecStartPost ran" % (
+                self.unit, p.get("ExecMainStatus"))
         if state == "failed":
             return "unit %s failed (result %s, status %s)" % (self.unit, p.get("Result"), p.get("ExecMainStatus"))
         if state in ("active", "activating", "reloading"):

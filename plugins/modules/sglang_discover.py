@@ -31,7 +31,8 @@ options:
   capture_path:
     description:
       - Where to keep the full capture (JSON, mode 0600, its folder 0700). Not written in check mode.
-      - Not written either when the server runs in O(unit), so that the capture keeps what ran before the cutover.
+      - Not written either when the server runs in O(unit), so that the capture keeps what ran before the cutover,
+        nor when what listens is not an SGLang server.
     type: path
   unit:
     description: The service (name without C(.service)) that serves the port once migrated.
@@ -80,6 +81,17 @@ wrapper:
   returned: when found
   type: dict
   sample: {pid: 4200, kind: shell loop, cmdline: "bash -c while true; do python -m sglang.launch_server ...; done"}
+sglang:
+  description: Whether what listens on the port runs C(sglang.launch_server).
+  returned: when found
+  type: bool
+  sample: true
+disabled_launchers:
+  description: Files holding boot launcher lines a cutover to O(unit) disabled (a rollback enables them again).
+  returned: always
+  type: list
+  elements: str
+  sample: [/var/spool/cron/crontabs/root]
 adhoc:
   description: Whether the server on the port runs outside O(unit) (false when nothing listens).
   returned: always

@@ -50,6 +50,14 @@ options:
     description: Stop processes outside the family that hold the server's GPUs, instead of failing preflight.
     type: bool
     default: false
+  target:
+    description:
+      - V(unit) switches to the unit. V(capture) switches back (a rollback) - stops the unit, verifies zero,
+        releases the GPUs and starts the captured command (its wrapper loop when it had one) exactly as it ran
+        (argv, environment, working directory, user, log file), in a session of its own as nohup left it.
+    type: str
+    choices: [unit, capture]
+    default: unit
   restart:
     description: Restart the unit through the switch when it already serves the port.
     type: bool
@@ -107,8 +115,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 action:
-  description: V(switch) (an ad-hoc server to the unit), V(restart), V(start) (nothing ran), V(join) (a switch was in
-    progress) or V(none).
+  description: V(switch) (an ad-hoc server to the unit), V(restart), V(start) (nothing ran), V(rollback) (back to the
+    captured command), V(join) (a switch was in progress) or V(none).
   returned: always
   type: str
   sample: switch
@@ -140,6 +148,11 @@ downtime:
   returned: when a server was stopped
   type: float
   sample: 5.32
+pid_started:
+  description: The pid of the captured command started again (with O(target=capture)).
+  returned: when a rollback ran
+  type: int
+  sample: 5120
 started_at:
   description: When the unit was started (seconds since the epoch).
   returned: when the switch ran
@@ -159,6 +172,7 @@ def main():
             state_dir=dict(type="path", default="/var/lib/inferops/cutover"),
             drain=dict(type="float", default=120.0),
             release_strays=dict(type="bool", default=False),
+            target=dict(type="str", choices=["unit", "capture"], default="unit"),
             restart=dict(type="bool", default=False),
             executable=dict(type="path"),
             devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),

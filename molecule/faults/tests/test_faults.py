@@ -1,0 +1,142 @@
+"""Each fault host's real state after the converge: who serves the port, what runs, what the files are."""
+import json
+
+import pytest
+
+UNIT = "sglang-30000.service"
+STATE = "/var/lib/inferops/cutover/30000"
+HEALTH = ("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health', timeout=30)"
+          ".status)\"")
+
+
+def show(host, *props):
+    out = host.check_output("systemctl show %s --property=%s" % (UNIT, ",".join(props)))
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def listener(host):
+    """The pid listening on 30000 and the unit it runs in (or None)."""
+    pid = host.check_output("ss -Htlnp 'sport = :30000' | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2")
+    cgroup = host.file("/proc/%s/cgroup" % pid).content_string
+    return int(pid), (UNIT if UNIT in cgroup else None)
+
+
+def before(host):
+    return host.file("/root/before.txt").content_string.splitlines()
+
+
+def still_running(host, needle):
+    """The processes of before.txt whose line holds needle still run, same pid and start time."""
+    now = set(host.check_output("ps -e -o pid=,lstart=,args=").splitlines())
+    lines = [line for line in before(host) if needle in line]
+    return bool(lines) and all(line in now for line in lines)
+
+
+def served_by_the_unit(host):
+    pid, unit = listener(host)
+    assert unit == UNIT and int(show(host, "MainPID")["MainPID"]) == pid
+    assert host.check_output(HEALTH) == "200"
+
+
+def back_on_the_captured_command(host):
+    """Rolled back: the captured argv serves, outside the unit, which is disabled and not running."""
+    pid, unit = listener(host)
+    assert unit is None
+    cap = json.loads(host.file(STATE + "/capture.json").content_string)
+    argv = host.file("/proc/%d/cmdline" % pid).content_string.split("\0")[:-1]
+    assert argv == cap["argv"]
+    environ = host.file("/proc/%d/environ" % pid).content_string
+    assert "SGLANG_DOUBLE_FAULTS" not in environ, "the old command's environment, not the unit's"
+    assert host.check_output(HEALTH) == "200"
+    state = show(host, "ActiveState", "UnitFileState")
+    assert state["ActiveState"] in ("inactive", "failed") and state["UnitFileState"] == "disabled"
+    record = json.loads(host.file(STATE + "/last.json").content_string)
+    assert record["action"] == "rollback" and record["pid_started"] == pid and record["ready_after_sec"] > 0
+    assert [s["step"] for s in record["rollback_steps"]] == ["stop server", "verify zero", "release GPUs",
+                                                             "start captured command"]
+
+
+@pytest.mark.hosts("f1")
+def test_f1_sigterm_ignored_escalation_after_the_drain_budget(host):
+    served_by_the_unit(host)
+    stop = [s for s in json.loads(host.file(STATE + "/switch.json").content_string)["steps"] if s["step"] == "stop server"][0]
+    assert stop["escalated"] and 3.0 <= stop["seconds"] < 15
+    assert host.run("pgrep -f 'sglang::' -c").stdout.strip() == "3"
+
+
+@pytest.mark.hosts("f2")
+def test_f2_orphans_titled_and_untitled_are_gone(host):
+    served_by_the_unit(host)
+    old = [line.split()[0] for line in before(host) if "sglang::" in line or "spawn_main" in line]
+    assert len(old) >= 4
+    for pid in old:
+        assert not host.file("/proc/%s" % pid).exists or "sglang-30000" in host.file("/proc/%s/cgroup" % pid).content_string
+    holders = host.check_output("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q /dev/nvidia0 && "
+                                "echo ${p#/proc/}; done; true").split()
+    for pid in holders:
+        assert UNIT in host.file("/proc/%s/cgroup" % pid).content_string, "only the service holds GPU 0 now"
+
+
+@pytest.mark.hosts("f3")
+def test_f3_strays_refused_then_released_daemon_spared(host):
+    served_by_the_unit(host)
+    assert still_running(host, "nvidia-persistenced")
+    assert not still_running(host, "/dev/nvidia0 /dev/nvidiactl") and not still_running(host, "/dev/nvidia1 /dev/nvidiactl")
+    first = [s for s in json.loads(host.file(STATE + "/switch.json").content_string)["steps"] if s["step"] == "release GPUs"]
+    assert len(first[0]["released"]) >= 2
+
+
+@pytest.mark.hosts("f4")
+def test_f4_broken_unit_stopped_nothing(host):
+    assert still_running(host, "sglang.launch_server") and still_running(host, "sglang::scheduler_TP0")
+    assert not host.file("/etc/systemd/system/%s" % UNIT).exists
+    assert host.check_output(HEALTH) == "200"
+
+
+@pytest.mark.hosts("f5", "f6")
+def test_f5_f6_crash_during_load_or_never_ready_rolled_back(host):
+    back_on_the_captured_command(host)
+
+
+@pytest.mark.hosts("f5b")
+def test_f5b_bad_patch_rolled_back_onto_the_venv_as_it_was(host):
+    back_on_the_captured_command(host)
+    # bytecode caches are Python's to rewrite (they record the source's mtime); every other file must be as it was
+    now = host.check_output("find /opt/sglang/venv -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum")
+    was = "\n".join(line for line in host.file("/root/venv-before.txt").content_string.splitlines()
+                    if not line.endswith(".pyc"))
+    assert now == was, "every file of the venv is back byte for byte"
+    assert "patched build" not in host.file("/opt/sglang/venv/lib/python3.11/site-packages/sglang/_double/server.py").content_string
+
+
+@pytest.mark.hosts("f7")
+def test_f7_controller_killed_during_the_switch_host_still_ends_serving(host):
+    served_by_the_unit(host)
+    switch = json.loads(host.file(STATE + "/switch.json").content_string)
+    assert switch["finished"] and switch["error"] is None and switch["action"] == "switch"
+
+
+@pytest.mark.hosts("f9")
+def test_f9_f10_nothing_touched(host):
+    assert still_running(host, "http.server 30000")
+    assert not host.file("/etc/systemd/system/%s" % UNIT).exists
+    assert not host.file("/var/lib/inferops/cutover/30000/capture.json").exists
+    assert not host.file("/var/lib/inferops/cutover/30005").exists
+
+
+@pytest.mark.hosts("f9")
+def test_unit_from_variables_alone(host):
+    unit = "sglang-30002.service"
+    assert host.check_output("systemctl is-active %s" % unit) == "active"
+    pid = host.check_output("systemctl show %s --property=MainPID --value" % unit)
+    argv = host.file("/proc/%s/cmdline" % pid).content_string.split("\0")[:-1]
+    assert argv == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/tiny-llama",
+                    "--port", "30002"]
+    assert not host.file("/var/lib/inferops/cutover/30002/capture.json").exists
+
+
+@pytest.mark.hosts("f2")
+def test_changed_input_restarted_the_service(host):
+    pid = int(show(host, "MainPID")["MainPID"])
+    assert "INFEROPS_NEW_VALUE=1" in host.file("/proc/%d/environ" % pid).content_string.split("\0")
+    assert json.loads(host.file(STATE + "/last.json").content_string)["action"] == "restart"
