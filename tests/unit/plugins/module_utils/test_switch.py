@@ -53,7 +53,12 @@ def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp
     wait_for(lambda: os.path.basename(os.readlink("/proc/%d/exe" % daemon.pid)) == "nvidia-persistenced")
     try:
         systemctl = Systemctl()
-        found = _switch.inspect(a, "sglang", devices, run=systemctl)
+
+        # the untitled orphan detaches in two forks: look once it has left its intermediate parent
+        def detached():
+            f = _switch.inspect(a, "sglang", devices, run=systemctl)
+            return f if [m for m in f["family"] if "spawn_main" in m["cmdline"]] else None
+        found = wait_for(detached, 10)
         assert found["owner"] == "adhoc" and found["problems"] == []
         titles = sorted(f["cmdline"] for f in found["family"] if f["cmdline"].startswith("sglang::"))
         assert titles == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
@@ -64,7 +69,8 @@ def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp
         before_b = _procfs.snapshot()
         b_tree = [p.pid for p in before_b.values() if str(b) in p.cmdline or p.pid in
                   _procfs.descendants(before_b, _discover.listeners(b, before_b))]
-        others = [p.pid for p in before_b.values() if p.cmdline.startswith(("tail -f", "watch"))]
+        session = before_b[found["server"]["pid"]].sid  # the operator's session: its tail and watch
+        others = [p.pid for p in before_b.values() if p.cmdline.startswith(("tail -f", "watch")) and p.sid == session]
         assert len(others) == 2 and len(b_tree) >= 4
 
         plan = dict(id="t1", action="switch", port=a, unit="sglang.service", unit_name="sglang",
