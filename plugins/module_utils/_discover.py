@@ -77,6 +77,13 @@ def family(server, procs, others=()):
     return sorted(members)
 
 
+def family_of(server, procs):
+    """family() with every other SGLang server on the host (and its tree) kept out."""
+    ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
+    others = [q.pid for q in procs.values() if q.pid not in ours and is_sglang(q)]
+    return family(server, procs, others)
+
+
 def wrapper(server, procs):
     """A supervisor that would start the server again: a shell loop, a script, tmux or screen. None if none."""
     parent = procs.get(server.ppid)

@@ -400,9 +400,7 @@ class SglangDiscover(Base):
                                   launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
                                   msg="nothing listens on port %d" % p["port"])
         server = _discover.main_process(pids[0], procs)
-        ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
-        others = [q.pid for q in procs.values() if q.pid not in ours and "sglang.launch_server" in q.cmdline]
-        fam = _discover.family(server, procs, others)
+        fam = _discover.family_of(server, procs)
         cap = _discover.capture(server.pid)
         wrapper = _discover.wrapper(server, procs)
         if wrapper and wrapper["kind"] == "shell loop":

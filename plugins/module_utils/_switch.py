@@ -95,9 +95,7 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
         members = sorted(p.pid for p in procs.values() if not p.is_zombie and _procfs.unit_of(p.pid) == service)
     else:
         out["owner"] = "adhoc"
-        ours = set([server.pid]) | set(_procfs.descendants(procs, [server.pid]))
-        others = [q.pid for q in procs.values() if q.pid not in ours and _discover.is_sglang(q)]
-        members = _discover.family(server, procs, others)
+        members = _discover.family_of(server, procs)
         out["wrapper"] = _discover.wrapper(server, procs)
         if out["wrapper"]:
             w = procs[out["wrapper"]["pid"]]

@@ -35,7 +35,7 @@ def test_family_by_port_among_decoys(shell, tmp_path):
     assert not [c for c in cmd.values() if c.startswith(("tail", "watch", "bash"))], cmd
     assert server_b not in fam and not set(_procfs.descendants(procs, [server_b])) & set(fam)
     # the decoys really share the server's session and process group
-    tail = [p for p in procs.values() if p.cmdline.startswith("tail -f a.log")][0]
+    tail = wait_for(lambda: [p for p in _procfs.snapshot().values() if p.cmdline.startswith("tail -f a.log")])[0]
     assert tail.sid == procs[server_a].sid and tail.pgid == procs[server_a].pgid
 
 
