@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover readmes
+.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-fleet readmes surveys
 
 test:
 	bash tests/run.sh
@@ -30,6 +30,13 @@ bench-cutover:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python -m pip install --quiet -r benchmarks/requirements.txt && python benchmarks/cutover_downtime.py
 
+bench-fleet:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python benchmarks/fleet.py
+
 # Role READMEs are generated from meta/argument_specs.yml (a unit test checks them).
 readmes:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python tests/tools/role_readme.py
+
+# AWX job templates' surveys are generated from the cutover role's meta/argument_specs.yml (a unit test checks them).
+surveys:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python awx/generate_surveys.py

@@ -12,23 +12,19 @@ docs/benchmarks/cutover.png.
 """
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import table  # noqa: E402  pylint: disable=wrong-import-position
+from _testbed import Testbed  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNS = int(os.environ.get("RUNS", "3"))
 LOAD = os.environ.get("LOAD", "10")
-HOSTS = {"ours": 2241, "stock": 2242}
-KEY = ROOT / ".cache" / "ssh" / "id_ed25519"
-BIN = Path(sys.executable).parent
+BED = Testbed({"ours": 2241, "stock": 2242})
 OUT = ROOT / "docs" / "benchmarks"
 
 PROBE = r'''
@@ -47,80 +43,27 @@ while True:
     time.sleep(max(0.0, 0.05 - (time.time() - t)))
 '''
 
-LAUNCH = ("cd /root; SGLANG_DOUBLE_LOAD_SECONDS=%s SGLANG_DOUBLE_WARMUP_SECONDS=1 "
-          "SGLANG_DOUBLE_STATE_FILE=/root/double-state.jsonl SGLANG_DOUBLE_DEVICES='/dev/nvidia*' "
-          "nohup /opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/tiny-llama --tp 2 "
-          "--port 30000 > /root/sglang.log 2>&1 < /dev/null &" % LOAD)
 
-
-def sh(argv, **kw):
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
-                          **kw)
+def playbook(path, host):
+    wall, recap = BED.playbook(path, host, "-e", "stock_load=%s" % LOAD)
+    return wall, recap[host][0]
 
 
 def ssh(host, cmd):
-    return sh(["ssh", "-q", "-p", str(HOSTS[host]), "-i", str(KEY), "-o", "StrictHostKeyChecking=no",
-               "-o", "UserKnownHostsFile=/dev/null", "root@127.0.0.1", cmd]).stdout
-
-
-def container(host):
-    name = "inferops-bench-" + host
-    sh(["podman", "rm", "-f", name])
-    r = sh(["podman", "run", "-d", "--name", name, "--systemd", "always", "--ulimit", "nofile=1024:20000",
-            "--ulimit", "nproc=4096:4096", "-p", "127.0.0.1:%d:22" % HOSTS[host],
-            "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % KEY, "-v", os.environ["INFEROPS_CGROUP_VOLUME"],
-            os.environ["INFEROPS_TESTBED_IMAGE"], "/lib/systemd/systemd"])
-    assert r.returncode == 0, r.stdout
-    deadline = time.time() + 60
-    while time.time() < deadline and ssh(host, "systemctl is-system-running --wait").strip() not in ("running", "degraded"):
-        time.sleep(0.5)
-
-
-def ansible_env(inventory):
-    e = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"), ANSIBLE_NOCOLOR="1",
-             ANSIBLE_HOST_KEY_CHECKING="0", ANSIBLE_PIPELINING="1", ANSIBLE_INVENTORY=inventory,
-             ANSIBLE_SSH_ARGS="-o ControlMaster=auto -o ControlPersist=120s -o UserKnownHostsFile=/dev/null "
-                              "-o StrictHostKeyChecking=no -o LogLevel=ERROR")
-    e.pop("ANSIBLE_CONFIG", None)
-    return e
-
-
-def playbook(env, path, host, *extra):
-    t = time.monotonic()
-    r = sh([str(BIN / "ansible-playbook"), str(path), "--limit", host, "-e", "stock_load=%s" % LOAD] + list(extra),
-           env=env)
-    wall = time.monotonic() - t
-    recap = re.search(r"^%s\s+:.*changed=(\d+).*failed=(\d+)" % host, r.stdout, re.M)
-    if r.returncode != 0:
-        print(r.stdout[-3000:], file=sys.stderr)
-        raise SystemExit("%s failed on %s" % (path.name, host))
-    return wall, int(recap.group(1))
-
-
-def wait_ready(host):
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if ssh(host, "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/ready', "
-                     "timeout=2).status)\" 2>/dev/null").strip() == "200":
-            return
-        time.sleep(0.3)
-    raise SystemExit("%s never got ready" % host)
+    return BED.ssh(host, cmd)
 
 
 def adhoc(host):
-    """The host as the seeds left it: the double under nohup, ready."""
-    ssh(host, "systemctl disable --now sglang-stock 2>/dev/null; rm -f /root/double-state.jsonl; "
-              "for n in 0 1; do touch /dev/nvidia$n; done; touch /dev/nvidiactl /dev/nvidia-uvm")
-    ssh(host, LAUNCH)
-    wait_ready(host)
+    BED.adhoc(host, LOAD)
+    BED.wait_ready(host)
 
 
-def measured(env, host, path):
+def measured(host, path):
     """Run the playbook with the prober on; returns wall, downtime, the new server's own start, changed."""
     ssh(host, "cat > /root/probe.py <<'EOF'\n%s\nEOF\nnohup python3 /root/probe.py /root/probe.log > /dev/null 2>&1 < /dev/null &"
         % PROBE)
     time.sleep(0.5)
-    wall, changed = playbook(env, path, host)
+    wall, changed = playbook(path, host)
     time.sleep(0.5)
     ssh(host, "pkill -f /root/probe.py")
     samples = [line.split() for line in ssh(host, "cat /root/probe.log").splitlines() if line.strip()]
@@ -133,12 +76,18 @@ def measured(env, host, path):
     ready = [e["time"] for e in events if e["pid"] == new and e["event"] == "ready"][0]
     stopped = [e["time"] for e in events if e["event"] == "stopped"]
     down = [t for t, c in samples if c != 200]
-    # the old server's own shutdown: from the first sample without 200 to its "stopped" event (drain, exit)
-    shutdown = (stopped[-1] - down[0]) if stopped and down and stopped[-1] > down[0] else 0.0
+    # the old server's stop: ours ends it once drained (the switch's "stop server" step); the stock playbook
+    # waits for its own exit, from the first sample without 200 to its "stopped" event
+    steps = json.loads(ssh(host, "cat /var/lib/inferops/cutover/30000/switch.json 2>/dev/null || echo '{}'")).get("steps", [])
+    stop = [st["seconds"] for st in steps if st["step"] == "stop server"]
+    if host == "ours" and stop:
+        shutdown = stop[0]
+    else:
+        shutdown = (stopped[-1] - down[0]) if stopped and down and stopped[-1] > down[0] else 0.0
     return {"wall": wall, "gap": gap, "start": ready - start, "shutdown": shutdown, "changed": changed}
 
 
-def drain(env):
+def drain():
     """A request in flight when ours stops the server: how long the drain took, and whether it completed."""
     adhoc("ours")
     client = ("nohup python3 -c \"import json, urllib.request as u; r = u.Request('http://127.0.0.1:30000/generate', "
@@ -147,7 +96,7 @@ def drain(env):
               "> /root/client.log 2>&1 < /dev/null &")
     ssh("ours", client)
     time.sleep(0.5)
-    playbook(env, ROOT / "playbooks" / "cutover.yml", "ours")
+    playbook(ROOT / "playbooks" / "cutover.yml", "ours")
     steps = json.loads(ssh("ours", "cat /var/lib/inferops/cutover/30000/switch.json"))["steps"]
     stop = [s for s in steps if s["step"] == "stop server"][0]
     return stop["seconds"], ssh("ours", "cat /root/client.log").strip()
@@ -173,15 +122,7 @@ def chart(rows, path):
 
 
 def main():
-    for host in HOSTS:
-        container(host)
-    inventory = tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False)
-    for host, port in HOSTS.items():
-        inventory.write("%s ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_ssh_private_key_file=%s "
-                        "ansible_python_interpreter=/usr/bin/python3\n" % (host, port, KEY))
-    inventory.write("[sglang_servers]\nours\nstock\n")
-    inventory.close()
-    env = ansible_env(inventory.name)
+    BED.up()
     runs = {"ours": [], "stock": []}
     reruns = []
     try:
@@ -189,17 +130,15 @@ def main():
             for host, path in (("ours", ROOT / "playbooks" / "cutover.yml"),
                                ("stock", ROOT / "benchmarks" / "cutover" / "stock.yml")):
                 if host == "ours" and i > 0:
-                    playbook(env, ROOT / "playbooks" / "rollback.yml", "ours")  # back to the captured ad-hoc server
+                    playbook(ROOT / "playbooks" / "rollback.yml", "ours")  # back to the captured ad-hoc server
                 else:
                     adhoc(host)
-                runs[host].append(measured(env, host, path))
+                runs[host].append(measured(host, path))
                 print("run %d %s: %s" % (i + 1, host, runs[host][-1]), flush=True)
-            reruns.append(playbook(env, ROOT / "playbooks" / "cutover.yml", "ours"))
-        drain_s, drained = drain(env)
+            reruns.append(playbook(ROOT / "playbooks" / "cutover.yml", "ours"))
+        drain_s, drained = drain()
     finally:
-        for host in HOSTS:
-            sh(["podman", "rm", "-f", "inferops-bench-" + host])
-        os.unlink(inventory.name)
+        BED.down()
     rows = {}
     for host, rs in runs.items():
         rows[host] = dict((k, statistics.median(r[k] for r in rs)) for k in ("gap", "start", "wall", "shutdown"))
@@ -208,7 +147,7 @@ def main():
         rows[host]["wall_minus_l"] = statistics.median(r["wall"] - r["start"] for r in rs)
     rerun = statistics.median(r[0] for r in reruns)
     header = ["", "gap without /ready 200 (s)", "new server's own start L (s)", "downtime overhead = gap - L (s)",
-              "of it, the old server's shutdown (s)", "the rest (s)", "wall (s)", "wall minus L (s)"]
+              "of it, the old server's stop (s)", "the rest (s)", "wall (s)", "wall minus L (s)"]
     body = [[h, "%.2f" % r["gap"], "%.2f" % r["start"], "%.2f" % r["overhead"], "%.2f" % r["shutdown"],
              "%.2f" % r["own"], "%.1f" % r["wall"], "%.1f" % r["wall_minus_l"]] for h, r in rows.items()]
     title = "Cutover, median of %d runs (double: %s s load + 1 s warm-up; SSH with pipelining)" % (RUNS, LOAD)
@@ -216,8 +155,9 @@ def main():
     ratio = rows["ours"]["wall_minus_l"] / rows["stock"]["wall_minus_l"]
     lines = [
         "ours / stock wall minus L: %.2f (goal <= 0.5)" % ratio,
-        "ours downtime overhead: %.2f s (goal <= 1 s), of which the old server's own shutdown (SIGTERM to exit: "
-        "SGLang 0.5.23 checks its drain every 5 s) %.2f s" % (rows["ours"]["overhead"], rows["ours"]["shutdown"]),
+        "ours downtime overhead: %.2f s (goal <= 1 s), of which the old server's stop %.2f s (SIGTERM, then KILL once "
+        "nothing is in flight; SGLang itself looks at its drain every 5 s)"
+        % (rows["ours"]["overhead"], rows["ours"]["shutdown"]),
         "idempotent rerun on the migrated host: median %.1f s, changed %s (goal <= 8 s, 0 changed)"
         % (rerun, sorted(set(c for dummy, c in reruns))),
         "drain: a 60-token request in flight at the stop: the stop took %.2f s; the client got %s" % (drain_s, drained),

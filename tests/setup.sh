@@ -53,3 +53,31 @@ args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 sys.exit(subprocess.call([sys.executable, "-m", "pip", "install"] + args))
 PY
 fi
+
+# The release checks' tools (tests/release/requirements.txt) in a venv of their own.
+want=$(sha256sum tests/release/requirements.txt | cut -c1-16)
+if [ "$(cat .venv-release/.requirements 2>/dev/null)" != "$want" ]; then
+  echo "pip: building .venv-release with $python"
+  rm -rf .venv-release
+  "$python" -m venv .venv-release
+  .venv-release/bin/python -m pip install -q -r tests/release/requirements.txt 2>&1 | grep -v 'is ignored' || true
+  .venv-release/bin/python -c 'import galaxy_importer, ansible_builder'
+  echo "$want" > .venv-release/.requirements
+fi
+
+# awx.awx, for awx/configure.yml's syntax and argument checks: the `ansible` package carried it up to 9.x.
+awx=.cache/collections/ansible_collections/awx/awx
+if [ ! -f "$awx/MANIFEST.json" ]; then
+  echo "pip: awx.awx from ansible 9.13.0"
+  tmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps -d "$tmp" ansible==9.13.0 2>&1 | grep -v 'is ignored' || true
+  .venv/bin/python - "$tmp"/ansible-9.13.0-py3-none-any.whl .cache/collections <<'PY'
+import sys
+import zipfile
+
+wheel = zipfile.ZipFile(sys.argv[1])
+wheel.extractall(sys.argv[2], [n for n in wheel.namelist() if n.startswith("ansible_collections/awx/awx/")])
+PY
+  rm -rf "$tmp"
+  test -f "$awx/MANIFEST.json"
+fi

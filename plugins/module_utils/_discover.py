@@ -8,32 +8,61 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import grp
 import os
 import pwd
+import socket
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
 
 LISTEN = "0A"
+ESTABLISHED = "01"
 _KIN = ("multiprocessing.spawn", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
 _SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
 
 
-def listening_inodes(port, proc="/proc"):
-    """Socket inodes listening on TCP port (IPv4 and IPv6)."""
-    inodes = set()
+def _sockets(port, proc="/proc"):
+    """(state, local address in /proc's hex, inode) of each TCP socket whose local port is port (IPv4, IPv6)."""
     for name in ("tcp", "tcp6"):
         try:
             with open("%s/net/%s" % (proc, name)) as f:
                 next(f)
-                for line in f:
-                    fields = line.split()
-                    local, state, inode = fields[1], fields[3], fields[9]
-                    if state == LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
-                        inodes.add(inode)
-        except (OSError, StopIteration, IndexError, ValueError):
+                rows = [line.split() for line in f]
+        except (OSError, StopIteration):
             continue
-    return inodes
+        for fields in rows:
+            try:
+                address, local = fields[1].rsplit(":", 1)
+                if int(local, 16) == port:
+                    yield fields[3], address, fields[9]
+            except (IndexError, ValueError):
+                continue
+
+
+def listening_inodes(port, proc="/proc"):
+    """Socket inodes listening on TCP port (IPv4 and IPv6)."""
+    return set(inode for state, address, inode in _sockets(port, proc) if state == LISTEN)
+
+
+def connections(port, proc="/proc"):
+    """How many client connections to port are open (ESTABLISHED on the server's side)."""
+    return sum(1 for state, address, inode in _sockets(port, proc) if state == ESTABLISHED)
+
+
+def local_url(port, proc="/proc"):
+    """http://ADDRESS:port of a socket listening on port, a wildcard address read as loopback; None if none."""
+    for state, address, inode in _sockets(port, proc):
+        if state != LISTEN:
+            continue
+        raw = binascii.unhexlify(address)
+        if len(raw) == 4:
+            host = socket.inet_ntop(socket.AF_INET, raw[::-1])
+            return "http://%s:%d" % ("127.0.0.1" if host == "0.0.0.0" else host, port)
+        # /proc prints an IPv6 address as four host-order 32-bit words
+        host = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+        return "http://[%s]:%d" % ("::1" if host == "::" else host, port)
+    return None
 
 
 def listeners(port, procs):

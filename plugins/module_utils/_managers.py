@@ -14,6 +14,7 @@ import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _patch, _procfs, _readiness, _signals, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
 
@@ -414,7 +415,14 @@ class SglangDiscover(Base):
             public["wrapper"] = dict(cap["wrapper"], argv=self.redact.argv(cap["wrapper"]["argv"]),
                                      environment=self.redact.env(cap["wrapper"]["environment"]))
         owner = _procfs.unit_of(server.pid)
+        unit_state = None
+        if owner and owner == service:
+            try:
+                unit_state = _systemd.show(self.module.run_command, service, ["ActiveState"]).get("ActiveState")
+            except (RuntimeError, CommandError):
+                pass
         result = dict(changed=False, found=True, port=p["port"], server=dict(server.as_dict(self.redact), unit=owner),
+                      unit_state=unit_state,
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_discover.is_sglang(server),
@@ -473,8 +481,6 @@ class SglangSwitch(Base):
                             "switch to release them" % (insp["gpus"], "; ".join(
                                 "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
                                 for s in insp["strays"])))
-        version, why = self.sglang_version(p["executable"])
-        problems += why
         back = p["target"] == "capture"
         if back and not os.path.exists(os.path.join(state_dir, "capture.json")):
             problems.append("there is no capture in %s: nothing to go back to" % state_dir)
@@ -494,6 +500,10 @@ class SglangSwitch(Base):
             action = "none"  # loading: nothing listens yet
         else:
             action = "start"
+        version = None
+        if action not in ("none", "join"):  # the unit's interpreter is asked only when it is about to run
+            version, why = self.sglang_version(p["executable"])
+            problems += why
         result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
                       unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
         if problems and action not in ("none", "join"):

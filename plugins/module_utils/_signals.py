@@ -66,12 +66,12 @@ def send(identity, sig):
             os.close(pidfd)
 
 
-def wait_gone(identities, timeout, poll=POLL):
-    """Wait until none of the processes is alive, or timeout. Returns the survivors (a list)."""
+def wait_gone(identities, timeout, poll=POLL, until=None):
+    """Wait until none of the processes is alive, until() is true, or timeout. Returns the survivors (a list)."""
     alive = [i for i in identities if _procfs.is_alive(i)]
     deadline = time.monotonic() + max(0.0, timeout)
     while alive:
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or (until is not None and until()):
             break
         time.sleep(poll)
         alive = [i for i in alive if _procfs.is_alive(i)]
@@ -87,16 +87,19 @@ class Stop:
         self.remaining = []  # pids alive at the end
         self.stuck = []      # pids in uninterruptible sleep (D) after the escalation
         self.escalated = False
+        self.done_early = False  # the grace was cut short because done() said so
         self.elapsed = 0.0
         self.timings = {}
 
 
-def stop(targets, roots=None, sig=signal.SIGTERM, escalate=signal.SIGKILL, grace=30.0, kill_wait=10.0, mode="all"):
+def stop(targets, roots=None, sig=signal.SIGTERM, escalate=signal.SIGKILL, grace=30.0, kill_wait=10.0, mode="all",
+         done=None):
     """Stop targets (Process objects).
 
     mode 'all': sig to every target, wait up to grace, escalate the survivors, wait up to kill_wait.
     mode 'mixed' (systemd's KillMode=mixed): sig to the roots only, wait up to grace for them, then
     escalate everything of the tree still alive, wait up to kill_wait.
+    done: a callable; once it is true, the grace is over (the server has finished its work).
     """
     t0 = time.monotonic()
     result = Stop()
@@ -108,8 +111,9 @@ def stop(targets, roots=None, sig=signal.SIGTERM, escalate=signal.SIGKILL, grace
         else:
             result.ended_by[pid] = "gone before"
     waited_for = [ids[pid] for pid in first]
-    survivors = wait_gone(waited_for, grace)
+    survivors = wait_gone(waited_for, grace, until=done)
     result.timings["first_signal"] = round(time.monotonic() - t0, 3)
+    result.done_early = bool(survivors) and result.timings["first_signal"] < grace  # done() cut the wait short
     for pid in first:
         if ids[pid] not in survivors:
             result.ended_by.setdefault(pid, "signal")

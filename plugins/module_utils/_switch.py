@@ -25,6 +25,7 @@ import zipfile
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _nvidia, _procfs, _signals
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._readiness import Server
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector
 
@@ -33,6 +34,34 @@ PORT_WAIT = 5.0         # after the family is gone, how long the port may take t
 MEMORY_WAIT = 30.0      # after a release, how long nvidia-smi may lag
 STRAY_GRACE = 10.0      # a released stray gets SIGTERM, then SIGKILL after this
 OUTCOME = "switch.json"
+DRAIN_LOOK = 0.05       # while the old server drains: how often its connections are counted
+DRAIN_QUIET = 3         # ... and how many looks in a row must find none
+
+
+class Drained:
+    """True once the server has taken the SIGTERM (its /health answers 503) and no client connection has
+    been open on its port for DRAIN_QUIET looks in a row: nothing is in flight. SGLang itself looks only
+    every 5 s, then ends its tree; the switch ends it as soon as that is true. A server that ignores the
+    SIGTERM never answers 503 and gets the whole drain budget."""
+
+    def __init__(self, port):
+        self.port = port
+        url = _discover.local_url(port)
+        self.server = Server(url) if url else None
+        self.taken = False
+        self.quiet = 0
+        self.next_look = 0.0
+
+    def __call__(self):
+        now = time.monotonic()
+        if self.server is None or now < self.next_look:
+            return False
+        self.next_look = now + DRAIN_LOOK
+        if not self.taken:
+            self.taken = self.server.request("/health", timeout=1.0).status == 503
+            return False
+        self.quiet = 0 if _discover.connections(self.port) else self.quiet + 1
+        return self.quiet >= DRAIN_QUIET
 
 
 def run_command(argv):
@@ -284,9 +313,9 @@ class Worker:
         targets = [procs[f["pid"]] for f in now["family"] if f["pid"] in procs]
         server = procs[now["server"]["pid"]]
         res = _signals.stop(targets, roots=[server], sig=15, escalate=9, grace=self.plan["drain"],
-                            kill_wait=KILL_WAIT, mode="mixed")
-        detail = {"pids": [t.pid for t in targets], "escalated": res.escalated, "ended_by": res.ended_by,
-                  "timings": res.timings}
+                            kill_wait=KILL_WAIT, mode="mixed", done=Drained(self.plan["port"]))
+        detail = {"pids": [t.pid for t in targets], "escalated": res.escalated, "drained": res.done_early,
+                  "ended_by": res.ended_by, "timings": res.timings}
         if res.remaining:
             raise RuntimeError("%d process(es) survived SIGKILL (stuck: %s): %s" % (
                 len(res.remaining), res.stuck, res.remaining))

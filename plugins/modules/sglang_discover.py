@@ -97,6 +97,11 @@ adhoc:
   returned: always
   type: bool
   sample: true
+unit_state:
+  description: The ActiveState of O(unit) when it runs the server on the port, else null.
+  returned: when something listens on the port
+  type: str
+  sample: active
 launchers:
   description: Boot-time launchers of this server (path, line number, line with secrets masked).
   returned: always

@@ -133,7 +133,9 @@ problems:
   elements: str
   sample: []
 sglang_version:
-  description: The version of sglang O(executable) finds (null without O(executable), or for another program).
+  description:
+    - The version of sglang O(executable) finds, asked only when something is to be started.
+    - Null without O(executable), for another program, or when there is nothing to do.
   returned: always
   type: str
   sample: 0.5.23

@@ -96,6 +96,7 @@ class Server:
 
     # --- signals -------------------------------------------------------------------------
     def on_sigterm(self, signum, frame):  # pylint: disable=unused-argument
+        self.record("sigterm")
         if "ignore_sigterm" in self.knobs.faults:
             log("Received sigterm; ignoring it.")
             return

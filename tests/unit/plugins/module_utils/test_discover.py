@@ -1,7 +1,10 @@
 """Finding a server by its port among decoys: another server, an operator's tail and watch, a wrapper loop."""
 import os
 import shlex
+import socket
 import sys
+
+import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
 from tests.unit.conftest import ROOT, free_port, wait_for
@@ -70,3 +73,18 @@ def test_capture_resolves_a_relative_python_after_activate(shell, tmp_path):
     assert cap["exe"] == os.path.realpath(sys.executable) and cap["argv0_matches_exe"]
     assert cap["cwd"] == str(tmp_path) and cap["user"] == "root"
     assert cap["environment"]["API_TOKEN"] == "s3cret" and cap["argv"][-2:] == ["--api-key", "k3y"]
+
+
+@pytest.mark.parametrize("bind,url", [("0.0.0.0", "http://127.0.0.1:%d"), ("127.0.0.1", "http://127.0.0.1:%d"),
+                                      ("::1", "http://[::1]:%d"), ("::", "http://[::1]:%d")])
+def test_local_url_of_a_listener(spawn, bind, url):
+    port = free_port()
+    spawn.python("import http.server, socket, sys\n"
+                 "class S(http.server.HTTPServer):\n    address_family = socket.AF_INET6 if ':' in %r else socket.AF_INET\n"
+                 "S((%r, %d), http.server.BaseHTTPRequestHandler).serve_forever()" % (bind, bind, port))
+    wait_listening(port)
+    assert _discover.local_url(port) == url % port
+    assert _discover.connections(port) == 0
+    with socket.create_connection(("::1" if ":" in bind else "127.0.0.1", port)):
+        assert wait_for(lambda: _discover.connections(port) == 1, 5)
+    assert _discover.local_url(free_port()) is None

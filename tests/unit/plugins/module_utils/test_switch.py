@@ -3,10 +3,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _signals, _switch
+from ansible_collections.inferops.sglang.plugins.module_utils._readiness import Server
 
 from tests.unit.conftest import COLLECTIONS, free_port, wait_for
 from . import programs
@@ -182,3 +184,45 @@ def test_back_to_the_capture_starts_it_exactly_as_it_ran(shell, tmp_path):
     assert (tmp_path / "srv.log").read_text().count("server_args=") == 2
     proc = _procfs.read(again)
     assert proc.sid == again, "a session of its own, as nohup and a closed terminal leave it"
+
+
+def _stop_step(port, tmp_path, drain):
+    plan = dict(id="t6", action="switch", port=port, unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"), drain=drain, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    os.makedirs(plan["state_dir"])
+    outcome = _switch.Worker(plan, run=Systemctl()).go()
+    assert outcome["error"] is None, outcome
+    return [s for s in outcome["steps"] if s["step"] == "stop server"][0]
+
+
+def test_the_stop_ends_a_drained_server_without_waiting_for_its_own_look(shell, tmp_path):
+    """SGLang looks at its drain only every few seconds (here 60): the switch ends it once the request in flight
+    is answered and no connection is left, and not before."""
+    port = free_port()
+    shell("SGLANG_DOUBLE_WATCHDOG_SECONDS=60 SGLANG_DOUBLE_TOKEN_SECONDS=0.02 %s > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    server = Server("http://127.0.0.1:%d" % port)
+    wait_for(lambda: server.request("/health").status == 200, 15)
+    answers = []
+    client = threading.Thread(target=lambda: answers.append(server.request(
+        "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 60}}, timeout=30)))
+    client.start()
+    wait_for(lambda: _discover.connections(port), 5)
+    stop = _stop_step(port, tmp_path, drain=30.0)
+    client.join(30)
+    assert [a.status for a in answers] == [200]  # answered in full: 60 tokens x 0.02 s before the kill
+    assert answers[0].json()["meta_info"]["completion_tokens"] == 60
+    assert stop["drained"] and stop["escalated"]
+    assert stop["seconds"] >= 0.5 and stop["timings"]["first_signal"] < 30  # neither before the answer nor the budget
+    assert _discover.listeners(port, _procfs.snapshot()) == []
+
+
+def test_a_server_that_ignores_sigterm_gets_the_whole_drain_budget(shell, tmp_path):
+    port = free_port()
+    shell("SGLANG_DOUBLE_FAULTS=ignore_sigterm %s > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    server = Server("http://127.0.0.1:%d" % port)
+    wait_for(lambda: server.request("/health").status == 200, 15)
+    stop = _stop_step(port, tmp_path, drain=1.5)
+    assert not stop["drained"] and stop["escalated"]
+    assert stop["timings"]["first_signal"] >= 1.5

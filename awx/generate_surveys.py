@@ -1,0 +1,110 @@
+"""Writes awx/surveys/*.json, the job templates' surveys, from the roles' meta/argument_specs.yml.
+
+    python awx/generate_surveys.py          # (re)write them
+    python awx/generate_surveys.py --check  # exit 1 when one is not what this would write
+
+A survey answer becomes an extra var, which beats the inventory: so no question has a default (a blank
+answer passes nothing and the inventory's value stands), and none is required. Only what a survey can carry
+as the role expects it is asked: strings, paths, integers, and choices. Booleans, lists and mappings would
+arrive as strings: they stay in the inventory (awx/README.md lists them).
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "awx" / "surveys"
+
+# Play keywords cannot read the inventory: playbooks/cutover.yml takes them as extra vars.
+PLAY = [
+    {"variable": "cutover_serial", "type": "text", "question_name": "Batch size (serial)",
+     "question_description": "Hosts per batch, a number or a percentage (playbooks/cutover.yml: 100% when blank). "
+                             "The next batch starts only when this one is done."},
+    {"variable": "cutover_max_fail_percentage", "type": "integer", "min": 0, "max": 100,
+     "question_name": "Stop after this share of a batch failed (max_fail_percentage)",
+     "question_description": "The run stops when the failed share of a batch EXCEEDS it: 25 with 1 of 4 failed goes "
+                             "on; 0 stops at the first failure (100 when blank: never stops early)."},
+]
+
+TEMPLATES = {
+    # template: (description, role options asked, extra questions)
+    "cutover": ("Move each host's hand-launched SGLang server into its systemd unit (playbooks/cutover.yml).",
+                None, PLAY),
+    "rollback": ("Back from the service to the captured command and the venv as it was (playbooks/rollback.yml).",
+                 ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_drain_sec",
+                  "cutover_timeout_start_sec"], []),
+    "status": ("Read-only status of each host's SGLang server (playbooks/status.yml).",
+               ["cutover_port", "cutover_unit_name", "cutover_state_dir"], []),
+}
+
+KINDS = {"str": "text", "path": "text", "raw": "text", "int": "integer", "float": "float"}
+
+
+def _text(x):
+    text = " ".join(x) if isinstance(x, list) else str(x or "")
+    return re.sub(r"\b[CVOIPM]\(([^)]*)\)", r"\1", text)
+
+
+def options():
+    spec = yaml.safe_load((ROOT / "roles" / "cutover" / "meta" / "argument_specs.yml").read_text())
+    return spec["argument_specs"]["main"]["options"]
+
+
+def askable(opt):
+    return opt.get("type", "str") in KINDS
+
+
+def question(name, opt):
+    q = {"variable": name, "question_name": name, "required": False}
+    desc = _text(opt.get("description"))
+    if "default" in opt:
+        desc += " Role default: %s." % json.dumps(opt["default"])
+    q["question_description"] = desc + " Blank: the inventory's value, else the role default."
+    if "choices" in opt:
+        q.update(type="multiplechoice", choices=[str(c) for c in opt["choices"]])
+    else:
+        q["type"] = KINDS[opt.get("type", "str")]
+        if q["type"] == "integer":
+            q.update(min=1 if name.endswith("_port") else 0, max=65535 if name.endswith("_port") else 1000000)
+    return q
+
+
+def surveys():
+    opts = options()
+    out = {}
+    for name, (description, wanted, extra) in TEMPLATES.items():
+        names = wanted if wanted is not None else [n for n, o in opts.items() if askable(o)]
+        spec = [question(n, opts[n]) for n in names]
+        spec += [dict(q, required=False) for q in extra]
+        out[name] = {"name": "inferops.sglang %s" % name, "description": description, "spec": spec}
+    return out
+
+
+def not_asked():
+    """The cutover role's options a survey cannot carry as the role expects (for awx/README.md)."""
+    return [n for n, o in options().items() if not askable(o)]
+
+
+def main(argv):
+    check = "--check" in argv
+    stale = []
+    for name, survey in surveys().items():
+        path = OUT / ("%s.json" % name)
+        text = json.dumps(survey, indent=2, sort_keys=True) + "\n"
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path.relative_to(ROOT)))
+        else:
+            OUT.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print("stale (run `make surveys`): %s" % ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,85 @@
+"""awx/: the surveys are what the roles' argument_specs say, and the job-template playbook parses with awx.awx."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "awx"))
+import generate_surveys  # noqa: E402  pylint: disable=wrong-import-position
+
+KINDS = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
+
+
+def test_the_surveys_are_generated_from_the_current_argument_specs():
+    assert generate_surveys.main(["--check"]) == 0, "run `make surveys`"
+
+
+def test_a_changed_spec_makes_the_check_fail(monkeypatch):
+    real = generate_surveys.options()
+    changed = dict(real, cutover_new_knob={"type": "int", "default": 3, "description": "A new knob."})
+    monkeypatch.setattr(generate_surveys, "options", lambda: changed)
+    assert generate_surveys.main(["--check"]) == 1
+    real["cutover_port"] = dict(real["cutover_port"], description="Another text.")
+    monkeypatch.setattr(generate_surveys, "options", lambda: real)
+    assert generate_surveys.main(["--check"]) == 1
+
+
+@pytest.mark.parametrize("name", ["cutover", "rollback", "status"])
+def test_a_survey_asks_only_what_it_can_carry_and_overrides_nothing_unasked(name):
+    survey = json.loads((ROOT / "awx" / "surveys" / ("%s.json" % name)).read_text())
+    options = generate_surveys.options()
+    plays = [q["variable"] for q in generate_surveys.PLAY]
+    assert survey["spec"]
+    for q in survey["spec"]:
+        assert q["type"] in KINDS
+        assert q["variable"] in options or q["variable"] in plays
+        assert "default" not in q and q["required"] is False  # a blank answer passes nothing: the inventory stands
+        if q["variable"] in options:
+            assert options[q["variable"]].get("type", "str") not in ("bool", "list", "dict")
+            if "choices" in options[q["variable"]]:
+                assert q["type"] == "multiplechoice" and q["choices"] == [str(c) for c in options[q["variable"]]["choices"]]
+
+
+def test_the_cutover_template_asks_for_serial_and_the_failure_threshold():
+    variables = [q["variable"] for q in json.loads((ROOT / "awx" / "surveys" / "cutover.json").read_text())["spec"]]
+    assert "cutover_serial" in variables and "cutover_max_fail_percentage" in variables
+    assert set(generate_surveys.not_asked()) >= {"cutover_command", "cutover_environment", "cutover_rollback"}
+    assert not set(generate_surveys.not_asked()) & set(variables)
+
+
+def test_the_job_template_playbook_parses_with_awx_awx():
+    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--syntax-check",
+                        str(ROOT / "awx" / "configure.yml")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, check=False,
+                       env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections")))
+    assert r.returncode == 0, r.stdout
+
+
+def test_every_awx_task_uses_only_the_module_s_documented_options():
+    """ansible-lint's argument check does not reach awx.awx's modules (they subclass AnsibleModule): check each
+    task's arguments against the module's own documentation, as ansible-doc renders it."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    tasks = [t for play in yaml.safe_load((ROOT / "awx" / "configure.yml").read_text()) for t in play["tasks"]]
+    used = dict((k, v) for t in tasks for k, v in t.items() if k.startswith("awx.awx."))
+    assert len(used) == 5
+    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "--json", "-t", "module"]
+                       + sorted(used), stdout=subprocess.PIPE, universal_newlines=True, check=True,
+                       env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections")))
+    docs = json.loads(r.stdout)
+    for module, args in used.items():
+        options = docs[module]["doc"]["options"]
+        known = set(options) | set(a for o in options.values() for a in o.get("aliases", []))
+        assert set(args) <= known, (module, set(args) - known)
+        for name, opt in options.items():
+            if opt.get("required"):
+                assert name in args, (module, name)
+            if "choices" in opt and name in args and "{{" not in str(args[name]):
+                assert args[name] in opt["choices"], (module, name, args[name])
+    assert used["awx.awx.job_template"]["job_slice_count"] == "{{ item.job_slice_count }}"
+    plays = yaml.safe_load((ROOT / "awx" / "configure.yml").read_text())
+    cutover = [t for t in plays[0]["vars"]["awx_templates"] if t["survey"] == "cutover"][0]
+    assert cutover["job_slice_count"] == 1 and set(cutover["extra_vars"]) == {"cutover_serial", "cutover_max_fail_percentage"}
