@@ -2,6 +2,7 @@
 ControlPersist as in production."""
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ class Testbed:
         self.ports = dict(ports)
         self.prefix = prefix
         self.inventory = None
+        self.last_cpu = 0.0  # CPU seconds (user + system) the last ansible-playbook run took on the controller
 
     def ssh(self, host, cmd):
         return sh(["ssh", "-q", "-p", str(self.ports[host]), "-i", str(KEY), "-o", "StrictHostKeyChecking=no",
@@ -83,8 +85,11 @@ class Testbed:
     def playbook(self, path, limit, *extra):
         """(wall seconds, {host: (changed, failed)}) of one ansible-playbook run; exits when it fails."""
         t = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = sh([str(BIN / "ansible-playbook"), str(path), "--limit", limit] + list(extra), env=self.env())
         wall = time.monotonic() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.last_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         recap = dict((m.group(1), (int(m.group(2)), int(m.group(3)))) for m in re.finditer(
             r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", r.stdout, re.M))
         if r.returncode != 0:

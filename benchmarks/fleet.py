@@ -40,13 +40,15 @@ def main():
             BED.wait_ready(host)
         serving = used_mib()
         fleet_wall, recap = BED.playbook(PLAYBOOK, ",".join(FLEET), "-e", "cutover_serial=4", "-f", "8")
+        fleet_cpu = BED.last_cpu
         assert sorted(recap) == FLEET and all(c > 0 and f == 0 for c, f in recap.values()), recap
         print("fleet of %d in batches of 4: %.1f s" % (N, fleet_wall), flush=True)
-        singles = []
+        singles, cpus = [], []
         for host in SINGLES:
             wall, recap = BED.playbook(PLAYBOOK, host)
             assert recap[host][1] == 0
             singles.append(wall)
+            cpus.append(BED.last_cpu)
             print("one host alone: %.1f s" % wall, flush=True)
         stats = sh(["podman", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"]).stdout
     finally:
@@ -55,10 +57,11 @@ def main():
     batches = (N + 3) // 4
     ratio = fleet_wall / (batches * single)
     per_container = (serving - before) / len(BED.ports)
+    cpu = statistics.median(cpus)
     header = ["hosts", "batches", "fleet wall (s)", "one host alone (s, median of 2)", "batches x one host (s)",
-              "ratio (goal <= 1.25)", "memory per container, serving (MiB)"]
+              "ratio (goal <= 1.25)", "controller CPU: fleet / one host (s)", "memory per container, serving (MiB)"]
     body = [[str(N), str(batches), "%.1f" % fleet_wall, "%.1f" % single, "%.1f" % (batches * single),
-             "%.2f" % ratio, "%.0f" % per_container]]
+             "%.2f" % ratio, "%.0f / %.1f" % (fleet_cpu, cpu), "%.0f" % per_container]]
     title = "Fleet cutover: %d hosts, serial 4, against one host alone (double: %s s load + 1 s warm-up)" % (N, LOAD)
     table(title, header, body)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -69,6 +72,10 @@ def main():
         f.write("| " + " | ".join(body[0]) + " |\n\n")
         f.write("Memory: %.0f MiB used before, %.0f MiB with the %d containers serving (podman stats, one of them: %s).\n"
                 % (before, serving, len(BED.ports), (stats.splitlines() or ["?"])[0]))
+        f.write("\nThe controller's CPU: ansible-playbook used %.0f s of CPU for the fleet, %.1f s for one host alone, on %d "
+                "cores: %.0f s of CPU for one host's tasks x %d hosts / %d cores is %.0f s, a floor under the fleet's "
+                "wall time that the load time L does not hide when L is this short.\n"
+                % (fleet_cpu, cpu, os.cpu_count(), cpu, N, os.cpu_count(), cpu * N / os.cpu_count()))
 
 
 if __name__ == "__main__":

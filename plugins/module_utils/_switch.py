@@ -58,7 +58,8 @@ class Drained:
             return False
         self.next_look = now + DRAIN_LOOK
         if not self.taken:
-            self.taken = self.server.request("/health", timeout=1.0).status == 503
+            # a /health that still generates (>= 1 s) has not taken the SIGTERM yet: do not wait for it
+            self.taken = self.server.request("/health", timeout=DRAIN_LOOK * 5).status == 503
             return False
         self.quiet = 0 if _discover.connections(self.port) else self.quiet + 1
         return self.quiet >= DRAIN_QUIET
