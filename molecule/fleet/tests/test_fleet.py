@@ -33,7 +33,7 @@ def test_batches_ran_and_stopped_as_max_fail_percentage_says():
         assert "failed=1" in recap[h] and "rescued=1" in recap[h], recap[h]
     plays = [m.start() for m in re.finditer(r"^PLAY \[Cut over SGLang servers to systemd\]", log, re.M)]
     assert len(plays) == 2  # batches 1 and 2; there is no third
-    rolled = re.findall(r"fatal: \[(f\d)\]: FAILED!.*?ROLLED\s+BACK:\s+the\s+captured\s+command", log, re.S)
+    rolled = re.findall(r"^fatal: \[(f\d)\]: FAILED! =>[^\n]*ROLLED BACK: the captured command serves", log, re.M)
     assert sorted(rolled) == ROLLED_BACK, log[-6000:]
 
 
