@@ -40,9 +40,13 @@ for line in run.stdout:
 run.wait()
 out["first_rc"] = run.returncode
 deadline = time.monotonic() + 120
-while time.monotonic() < deadline and on_host(HEALTH).stdout.strip() != "200":
+serving = ""
+while time.monotonic() < deadline:
+    serving = on_host(HEALTH).stdout.strip()
+    if serving == "200":
+        break
     time.sleep(0.5)
-out["serving_after"] = on_host(HEALTH).stdout.strip()
+out["serving_after"] = serving
 again = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", host], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, check=False)
 recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), again.stdout, re.M)
