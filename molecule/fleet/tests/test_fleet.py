@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+from serving import serves_from_its_unit  # pylint: disable=import-error
 
 FLEET = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"), "fleet")
 UNIT = "sglang-30000.service"
@@ -39,10 +40,7 @@ def test_batches_ran_and_stopped_as_max_fail_percentage_says():
 
 @pytest.mark.hosts(*MIGRATED)
 def test_migrated_hosts_serve_from_their_unit(host):
-    assert host.service(UNIT).is_running and host.service(UNIT).is_enabled
-    main = host.check_output("systemctl show -p MainPID --value %s" % UNIT)
-    assert "sglang.launch_server" in host.file("/proc/%s/cmdline" % main).content_string.replace("\0", " ")
-    assert host.check_output("pgrep -c -f '[s]glang.launch_server.*--port 30000'") == "1"
+    serves_from_its_unit(host)
     assert host.check_output(READY) == "200"
 
 

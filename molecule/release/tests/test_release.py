@@ -11,6 +11,7 @@ import tarfile
 
 import pytest
 import yaml
+from serving import serves_from_its_unit  # pylint: disable=import-error
 
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_DIRECTORY", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOT = os.path.dirname(os.path.dirname(SCENARIO))
@@ -36,11 +37,8 @@ def alone(**extra):
 
 
 def serves_from_the_unit(host):
-    """The unit is active and enabled, its main process is the one SGLang server on the port."""
-    assert host.service(UNIT).is_running and host.service(UNIT).is_enabled
-    main = host.check_output("systemctl show -p MainPID --value %s" % UNIT)
-    assert "sglang.launch_server" in host.file("/proc/%s/cmdline" % main).content_string.replace("\0", " ")
-    assert host.check_output("pgrep -c -f '[s]glang.launch_server.*--port 30000'") == "1"
+    """The unit serves the port (molecule/shared/serving.py), and its record says it switched."""
+    serves_from_its_unit(host)
     assert json.loads(host.file("/var/lib/inferops/cutover/30000/last.json").content_string)["action"] == "switch"
 
 

@@ -1,0 +1,12 @@
+"""Checks on a test-bed host that several scenarios make. Import after tests/conftest.py put this folder on
+sys.path."""
+
+UNIT = "sglang-30000.service"
+
+
+def serves_from_its_unit(host, unit=UNIT, port=30000):
+    """The unit is active and enabled, its main process is the one SGLang server on the port."""
+    assert host.service(unit).is_running and host.service(unit).is_enabled
+    main = host.check_output("systemctl show -p MainPID --value %s" % unit)
+    assert "sglang.launch_server" in host.file("/proc/%s/cmdline" % main).content_string.replace("\0", " ")
+    assert host.check_output("pgrep -c -f '[s]glang.launch_server.*--port %d'" % port) == "1"
