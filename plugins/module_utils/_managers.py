@@ -14,7 +14,7 @@ import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _patch, _procfs, _readiness, _signals, _systemd
-from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
 
@@ -399,7 +399,7 @@ class SglangDiscover(Base):
         if not pids:
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
                                   launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
-                                  msg="nothing listens on port %d" % p["port"])
+                                  stored=_stored(p["capture_path"]), msg="nothing listens on port %d" % p["port"])
         server = _discover.main_process(pids[0], procs)
         fam = _discover.family_of(server, procs)
         cap = _discover.capture(server.pid)
@@ -427,6 +427,8 @@ class SglangDiscover(Base):
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_discover.is_sglang(server),
                       launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
+        if result["sglang"]:
+            result["model"] = served_model(p["port"], cap["argv"])
         if wrapper:
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
         for row in result["launchers"]:
@@ -446,7 +448,40 @@ class SglangDiscover(Base):
                         f.write(data)
                     os.replace(p["capture_path"] + ".tmp", p["capture_path"])
             result["capture_path"] = p["capture_path"]
+            result["stored"] = cap
+        else:
+            result["stored"] = _stored(p["capture_path"])
         self.module.exit_json(**result)
+
+
+def _stored(path):
+    """What the capture file holds ({} when there is none)."""
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def served_model(port, argv, timeout=5.0):
+    """The first model /v1/models names on the server listening on port (asked with its own --api-key), or None."""
+    from ansible_collections.inferops.sglang.plugins.module_utils import _discover
+
+    url = _discover.local_url(port)
+    if not url:
+        return None
+    key = None
+    for i, arg in enumerate(argv):
+        if arg == "--api-key" and i + 1 < len(argv):
+            key = argv[i + 1]
+        elif arg.startswith("--api-key="):
+            key = arg.split("=", 1)[1]
+    answer = _readiness.Server(url, api_key=key).request("/v1/models", timeout=timeout)
+    data = answer.json() if answer.status == 200 else None
+    names = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+    return names[0] if names else None
 
 
 _FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
@@ -550,3 +585,119 @@ class SglangSwitch(Base):
             return None, ["%s cannot find the sglang package (rc %d%s)" % (
                 exe, rc, (": " + err.strip()[-300:]) if err.strip() else "")]
         return out.strip(), []
+
+
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
+
+
+class SglangUnit(Base):
+    """The unit, its environment file and its readiness gate: verified, written when they differ, enabled,
+    started or restarted when asked, in one call."""
+
+    def run(self):
+        from ansible_collections.inferops.sglang.plugins.module_utils import _files, _unit
+
+        p = self.params
+        name = p["name"]
+        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
+            self.fail("name %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+        for key in ("environment_path", "gate_path"):
+            if p[key] and not os.path.isabs(p[key]):
+                self.fail("%s must be an absolute path, not %r" % (key, p[key]))
+        service = name + ".service"
+        run = self.module.run_command
+        try:
+            states = _unit.show_many(run, [service] + p["wants"])
+        except (RuntimeError, CommandError) as e:
+            self.fail(str(e))
+        present = [u for u, s in zip(p["wants"], states[1:]) if s.get("LoadState") == "loaded"]
+        unit = _files.File(os.path.join(p["unit_dir"], service), _unit.with_wants(p["unit"], present), 0o644, 0, 0)
+        files = [unit]
+        env = gate = None
+        if p["environment_path"]:
+            env = _files.File(p["environment_path"], p["environment"], 0o600, 0, 0, dir_mode=0o700)
+            files.append(env)
+        if p["gate_path"]:
+            gate = _files.File(p["gate_path"], p["gate"], 0o644, 0, 0)
+            files.append(gate)
+        if unit.content_differs:  # in check mode too; a unit that does not change was verified before
+            try:
+                why = _unit.verify(run, unit.content, service)
+            except CommandError as e:
+                why = str(e)
+            if why:
+                self.fail("systemd-analyze verify rejected the unit %s, so it was not installed: %s" % (service, why))
+        now = states[0]
+        active = now.get("ActiveState") in ("active", "activating", "reloading")
+        enabled = now.get("UnitFileState") == "enabled"
+        served_changed = unit.content_differs or (env is not None and env.content_differs)
+        result = dict(changed=False, unit=service, unit_path=unit.path, checksum=_files.sha1(unit.content),
+                      environment_file=p["environment_path"], wants_present=present, active_state=now.get("ActiveState"),
+                      changed_files=[f.path for f in files if f.differs], reloaded=False, enabled=p["enabled"],
+                      enabled_changed=False, restarted=False, started=False,
+                      restart_needed=served_changed and active and not p["restart_on_change"])
+        if self.module._diff:  # pylint: disable=protected-access
+            result["diff"] = [f.diff(_masked if f is env else None) for f in files if f.content_differs]
+        do = not self.module.check_mode
+        for f in files:
+            if f.differs and do:
+                try:
+                    f.write()
+                except OSError as e:
+                    self.fail("could not write %s: %s" % (f.path, e), **result)
+        steps = []
+        if unit.content_differs:
+            steps.append(("reloaded", ["systemctl", "daemon-reload"]))
+        if p["enabled"] != enabled:
+            steps.append(("enabled_changed", ["systemctl", "enable" if p["enabled"] else "disable", service]))
+        if p["restart_on_change"] and active and served_changed:
+            steps.append(("restarted", ["systemctl", "restart", service]))
+        elif p["state"] == "started" and not active:
+            steps.append(("started", ["systemctl", "start", service]))
+        result["changed"] = bool(result["changed_files"] or steps)
+        for key, argv in steps:
+            result[key] = True
+            if not do:
+                continue
+            # a start blocks until the readiness gate says ready: systemd bounds it with TimeoutStartSec
+            rc, out, err = run(argv) if key in ("restarted", "started") else timed(run, argv, 120)
+            if rc != 0:
+                self.fail("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]), **result)
+        self.module.exit_json(**result)
+
+
+def _masked(text):
+    """An environment file's text with the values hidden (it holds secrets)."""
+    return "".join(line.split("=", 1)[0] + "=********\n" if "=" in line and not line.startswith("#") else line + "\n"
+                   for line in text.splitlines())
+
+
+class CutoverRecord(Base):
+    """The record of a cutover or a rollback in the port's state folder: last.json (and last.md), plus one
+    file per run named after its time."""
+
+    def run(self):
+        from ansible_collections.inferops.sglang.plugins.module_utils import _files
+
+        p = self.params
+        if not os.path.isabs(p["dir"]):
+            self.fail("dir must be an absolute path, not %r" % p["dir"])
+        try:
+            began = float(p["record"].get("time"))
+        except (TypeError, ValueError):
+            self.fail("the record needs its time (seconds since the epoch), not %r" % (p["record"].get("time"),))
+        data = json.dumps(p["record"], indent=4, sort_keys=True) + "\n"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began))
+        texts = [("last.json", data), ("%s-%s.json" % (p["kind"], stamp), data)]
+        if p["report"]:
+            texts.append(("last.md", p["report"]))
+        files = [_files.File(os.path.join(p["dir"], name), text, 0o640, 0, 0, dir_mode=0o700) for name, text in texts]
+        written = [f.path for f in files if f.differs]
+        if not self.module.check_mode:
+            for f in files:
+                if f.differs:
+                    try:
+                        f.write()
+                    except OSError as e:
+                        self.fail("could not write %s: %s" % (f.path, e))
+        self.module.exit_json(changed=bool(written), files=[f.path for f in files], written=written)

@@ -21,7 +21,8 @@ description:
   - Reports launchers that would start a second copy at boot, C(@reboot) crontab lines and C(/etc/rc.local)
     lines running C(sglang.launch_server) on this port or the wrapper's script.
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
-    What it returns is redacted; O(capture_path) receives the full capture, secrets included, mode 0600.
+    What it returns is redacted, except RV(stored); O(capture_path) receives the full capture, secrets included,
+    mode 0600.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
@@ -108,6 +109,19 @@ launchers:
   type: list
   elements: dict
   sample: [{path: /var/spool/cron/crontabs/root, lineno: 3, line: "@reboot /root/run-sglang.sh"}]
+model:
+  description: The model the server serves (the first of its C(/v1/models), asked with its own C(--api-key)), or null
+    when it does not answer within 5 s.
+  returned: when what listens is an SGLang server
+  type: str
+  sample: meta-llama/Llama-3.1-70B-Instruct
+stored:
+  description:
+    - The capture O(capture_path) holds after this call (or would hold, in check mode), SECRETS INCLUDED, or an
+      empty dict when there is none (what a unit is made from). Register the task with C(no_log) when you use it.
+  returned: when O(capture_path) is given
+  type: dict
+  sample: {argv: [python, -m, sglang.launch_server, --api-key, sk-...], cwd: /root, user: root}
 capture:
   description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
   returned: when found

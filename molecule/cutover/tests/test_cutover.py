@@ -69,6 +69,13 @@ def test_service_serves_the_model_it_served_before(host):
     assert get(host, "/health")[0] == 200
 
 
+def test_the_unit_wants_and_starts_after_nvidia_persistenced_where_the_host_has_it(host):
+    deps = dict((k, v.split()) for k, v in show(host, "Wants", "After").items())
+    has_it = name(host) == "messy"  # only the messy host runs the daemon
+    assert ("nvidia-persistenced.service" in deps["Wants"]) == has_it
+    assert ("nvidia-persistenced.service" in deps["After"]) == has_it and "network-online.target" in deps["After"]
+
+
 def test_exactly_one_server_on_the_port_and_it_is_the_units(host):
     (pid,) = servers(host, 30000)
     assert int(show(host, "MainPID")["MainPID"]) == pid
@@ -163,7 +170,7 @@ def test_the_api_key_is_in_no_task_output(host):
     key = V["api_key"]
     log = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "ansible.log")
     text = open(log).read()
-    assert "Switch - its steps" in text and "api-key ********" in text, "the log holds the cutover's output"
+    assert "Switch - the plan it checked, and its steps" in text and "api-key ********" in text, "the log holds the cutover's output"
     assert key not in text
 
 

@@ -47,6 +47,11 @@ def test_files_and_modes(host):
     assert 'INFEROPS_API_KEY="sk-unit-secret"' in env.content_string
 
 
+def test_a_daemon_the_host_lacks_is_not_wanted(host):
+    unit = host.file("/etc/systemd/system/sglang.service").content_string
+    assert "Wants=network-online.target\n" in unit and "nvidia-persistenced" not in unit
+
+
 def test_unit_settings(host):
     p = show(host, "sglang", "KillMode", "TimeoutStartUSec", "Type", "Restart", "StartLimitIntervalUSec",
              "StartLimitBurst", "LimitMEMLOCK", "LimitCORE", "NoNewPrivileges", "UnitFileState", "RequiresMountsFor",

@@ -1,0 +1,94 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: cutover_record
+short_description: Keep the record of a cutover or a rollback on the host
+version_added: 0.2.0
+description:
+  - Writes the record as JSON to C(last.json) and to C(KIND-YYYYmmddTHHMMSSZ.json) (the record's time, UTC), and the
+    report to C(last.md), in the port's state folder; mode 0640, owned by root, the folder 0700.
+  - A file is written only when it differs, in one call (the P(inferops.sglang.cutover#role) role's last stage).
+author: inferops.sglang maintainers (@inferops)
+extends_documentation_fragment:
+  - inferops.sglang.attributes
+options:
+  dir:
+    description: The port's state folder.
+    type: path
+    required: true
+  record:
+    description: What was done; its C(time) (seconds since the epoch) names the file of this run. Secrets masked.
+    type: dict
+    required: true
+  report:
+    description: The same for people (markdown), kept as C(last.md). Not written when empty.
+    type: str
+    default: ""
+  kind:
+    description: What the record is of.
+    type: str
+    choices: [cutover, rollback]
+    default: cutover
+attributes:
+  check_mode:
+    support: full
+    details: Says which files would be written, writes none.
+  diff_mode:
+    support: none
+  platform:
+    platforms: linux
+    support: full
+seealso:
+  - module: inferops.sglang.sglang_switch
+"""
+
+EXAMPLES = r"""
+- name: Record the cutover of port 30000
+  inferops.sglang.cutover_record:
+    dir: /var/lib/inferops/cutover/30000
+    record: {time: 1764500000.5, host: gpu-01, port: 30000, action: switch}
+    report: "# Cutover of port 30000 on gpu-01"
+"""
+
+RETURN = r"""
+files:
+  description: The record's files.
+  returned: always
+  type: list
+  elements: str
+  sample: [/var/lib/inferops/cutover/30000/last.json, /var/lib/inferops/cutover/30000/cutover-20261130T101500Z.json]
+written:
+  description: The files that differed (and were written, outside check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/var/lib/inferops/cutover/30000/last.json]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.inferops.sglang.plugins.module_utils._managers import CutoverRecord
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            dir=dict(type="path", required=True),
+            record=dict(type="dict", required=True),
+            report=dict(type="str", default=""),
+            kind=dict(type="str", choices=["cutover", "rollback"], default="cutover"),
+        ),
+        supports_check_mode=True,
+    )
+    CutoverRecord(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: sglang_unit
+short_description: Install an SGLang server's systemd unit, its environment file and its readiness gate in one step
+version_added: 0.2.0
+description:
+  - Looks at the unit and the files once, and writes a file only when its content, mode or owner differs
+    (atomically, owned by root).
+  - A unit whose text changes is verified with C(systemd-analyze verify) before anything is written, in check
+    mode too; a rejected unit fails the task and nothing is written.
+  - Reloads systemd when the unit's text changed, enables or disables it, and starts or restarts it when told to.
+  - The P(inferops.sglang.systemd_unit#role) role renders the texts and calls this module.
+author: inferops.sglang maintainers (@inferops)
+extends_documentation_fragment:
+  - inferops.sglang.attributes
+options:
+  name:
+    description: The service's name, without C(.service).
+    type: str
+    required: true
+  unit:
+    description: The unit file's text.
+    type: str
+    required: true
+  unit_dir:
+    description: Where the unit file goes.
+    type: path
+    default: /etc/systemd/system
+  environment:
+    description: The environment file's text (it holds secrets; never shown, also not in diff mode).
+    type: str
+    default: ""
+  environment_path:
+    description: Where the environment file goes (mode 0600, its folder 0700). Not written when not given.
+    type: path
+  gate:
+    description: The readiness gate's text (the script the unit's C(ExecStartPost) runs).
+    type: str
+    default: ""
+  gate_path:
+    description: Where the readiness gate goes (mode 0644). Not written when not given.
+    type: path
+  wants:
+    description:
+      - Units the service wants and starts after where this host has them, added to the unit's first C(Wants=) and
+        C(After=); a unit the host does not have is left out.
+    type: list
+    elements: str
+    default: []
+  enabled:
+    description: Whether the unit starts at boot.
+    type: bool
+    default: true
+  state:
+    description:
+      - V(present) installs only; V(started) also starts the service when it is not running (blocking until its
+        readiness gate says ready, within the unit's C(TimeoutStartSec)).
+    type: str
+    choices: [present, started]
+    default: present
+  restart_on_change:
+    description: Restart the service when it runs and its unit or environment file changed.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    details: Verifies a changed unit as usual; writes, reloads, enables and starts nothing, and says what it would.
+  diff_mode:
+    support: full
+    details: The unit's and the gate's text before and after; the environment file's names only, values masked.
+  platform:
+    platforms: linux
+    support: full
+seealso:
+  - module: inferops.sglang.sglang_switch
+"""
+
+EXAMPLES = r"""
+- name: The unit, verified, installed and enabled, not started
+  inferops.sglang.sglang_unit:
+    name: sglang-30000
+    unit: "{{ lookup('ansible.builtin.template', 'unit.service.j2') }}"
+    environment: "{{ lookup('ansible.builtin.template', 'unit.env.j2') }}"
+    environment_path: /etc/inferops/sglang/sglang-30000.env
+    wants: [nvidia-persistenced.service]
+"""
+
+RETURN = r"""
+unit:
+  description: The service.
+  returned: always
+  type: str
+  sample: sglang-30000.service
+unit_path:
+  description: The unit file.
+  returned: always
+  type: str
+  sample: /etc/systemd/system/sglang-30000.service
+checksum:
+  description: SHA-1 of the unit's text as installed.
+  returned: always
+  type: str
+  sample: 6f1ed002ab5595859014ebf0951522d9f2d2b1d1
+environment_file:
+  description: The environment file, or null.
+  returned: always
+  type: str
+  sample: /etc/inferops/sglang/sglang-30000.env
+changed_files:
+  description: The files that differed (and were written, outside check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/sglang-30000.service]
+wants_present:
+  description: The O(wants) units this host has.
+  returned: always
+  type: list
+  elements: str
+  sample: [nvidia-persistenced.service]
+active_state:
+  description: The service's ActiveState before this call.
+  returned: always
+  type: str
+  sample: inactive
+reloaded:
+  description: Whether systemd was (or would be) reloaded.
+  returned: always
+  type: bool
+  sample: true
+enabled_changed:
+  description: Whether the unit was (or would be) enabled or disabled.
+  returned: always
+  type: bool
+  sample: true
+started:
+  description: Whether the service was (or would be) started.
+  returned: always
+  type: bool
+  sample: false
+restarted:
+  description: Whether the service was (or would be) restarted.
+  returned: always
+  type: bool
+  sample: false
+restart_needed:
+  description: The service runs, its unit or environment changed, and O(restart_on_change) is false.
+  returned: always
+  type: bool
+  sample: false
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.inferops.sglang.plugins.module_utils._managers import SglangUnit
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            unit=dict(type="str", required=True),
+            unit_dir=dict(type="path", default="/etc/systemd/system"),
+            environment=dict(type="str", default="", no_log=True),
+            environment_path=dict(type="path"),
+            gate=dict(type="str", default=""),
+            gate_path=dict(type="path"),
+            wants=dict(type="list", elements="str", default=[]),
+            enabled=dict(type="bool", default=True),
+            state=dict(type="str", choices=["present", "started"], default="present"),
+            restart_on_change=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    SglangUnit(module).run()
+
+
+if __name__ == "__main__":
+    main()
