@@ -27,23 +27,33 @@ def sh(argv, **kw):
 
 
 class Testbed:
-    """Containers by name -> SSH port on 127.0.0.1, named PREFIX-NAME."""
+    """Containers named PREFIX-NAME for the given names, reached over SSH at their own address."""
 
-    def __init__(self, ports, prefix="inferops-bench"):
-        self.ports = dict(ports)
+    def __init__(self, hosts, prefix="inferops-bench"):
+        self.hosts = list(hosts)
         self.prefix = prefix
         self.inventory = None
         self.last_cpu = 0.0  # CPU seconds (user + system) the last ansible-playbook run took on the controller
+        self.addresses = {}
+
+    def address(self, host):
+        """The container's own address on podman's bridge (published ports lose their forwarding while other
+        containers start; the address does not)."""
+        if host not in self.addresses:
+            self.addresses[host] = sh(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}",
+                                       "%s-%s" % (self.prefix, host)]).stdout.strip()
+        return self.addresses[host]
 
     def ssh(self, host, cmd):
-        return sh(["ssh", "-q", "-p", str(self.ports[host]), "-i", str(KEY), "-o", "StrictHostKeyChecking=no",
-                   "-o", "UserKnownHostsFile=/dev/null", "root@127.0.0.1", cmd]).stdout
+        return sh(["ssh", "-q", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                   "root@%s" % self.address(host), cmd]).stdout
 
     def start(self, host):
         name = "%s-%s" % (self.prefix, host)
+        self.addresses.pop(host, None)
         sh(["podman", "rm", "-f", name])
         r = sh(["podman", "run", "-d", "--name", name, "--systemd", "always", "--ulimit", "nofile=1024:20000",
-                "--ulimit", "nproc=4096:4096", "-p", "127.0.0.1:%d:22" % self.ports[host],
+                "--ulimit", "nproc=4096:4096",
                 "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % KEY, "-v", os.environ["INFEROPS_CGROUP_VOLUME"],
                 os.environ["INFEROPS_TESTBED_IMAGE"], "/lib/systemd/systemd"])
         assert r.returncode == 0, r.stdout
@@ -57,19 +67,19 @@ class Testbed:
         raise SystemExit("%s did not boot" % host)
 
     def up(self):
-        for host in self.ports:
+        for host in self.hosts:
             self.start(host)
-        for host in self.ports:
+        for host in self.hosts:
             self.booted(host)
         with tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False) as f:
-            for host, port in self.ports.items():
-                f.write("%s ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_ssh_private_key_file=%s "
-                        "ansible_python_interpreter=/usr/bin/python3\n" % (host, port, KEY))
-            f.write("[sglang_servers]\n" + "\n".join(self.ports) + "\n")
+            for host in self.hosts:
+                f.write("%s ansible_host=%s ansible_user=root ansible_ssh_private_key_file=%s "
+                        "ansible_python_interpreter=/usr/bin/python3\n" % (host, self.address(host), KEY))
+            f.write("[sglang_servers]\n" + "\n".join(self.hosts) + "\n")
             self.inventory = f.name
 
     def down(self):
-        for host in self.ports:
+        for host in self.hosts:
             sh(["podman", "rm", "-f", "%s-%s" % (self.prefix, host)])
         if self.inventory:
             os.unlink(self.inventory)

@@ -19,7 +19,7 @@ N = int(os.environ.get("HOSTS", "16"))
 LOAD = os.environ.get("LOAD", "5")
 FLEET = ["fleet%02d" % i for i in range(1, N + 1)]
 SINGLES = ["single1", "single2"]
-BED = Testbed(dict((h, 2300 + i) for i, h in enumerate(FLEET + SINGLES, 1)), prefix="inferops-fleet")
+BED = Testbed(FLEET + SINGLES, prefix="inferops-fleet")
 PLAYBOOK = ROOT / "playbooks" / "cutover.yml"
 OUT = ROOT / "docs" / "benchmarks"
 
@@ -34,9 +34,9 @@ def main():
     before = used_mib()
     BED.up()
     try:
-        for host in BED.ports:
+        for host in BED.hosts:
             BED.adhoc(host, LOAD)
-        for host in BED.ports:
+        for host in BED.hosts:
             BED.wait_ready(host)
         serving = used_mib()
         fleet_wall, recap = BED.playbook(PLAYBOOK, ",".join(FLEET), "-e", "cutover_serial=4", "-f", "8")
@@ -56,7 +56,7 @@ def main():
     single = statistics.median(singles)
     batches = (N + 3) // 4
     ratio = fleet_wall / (batches * single)
-    per_container = (serving - before) / len(BED.ports)
+    per_container = (serving - before) / len(BED.hosts)
     cpu = statistics.median(cpus)
     header = ["hosts", "batches", "fleet wall (s)", "one host alone (s, median of 2)", "batches x one host (s)",
               "ratio (goal <= 1.25)", "controller CPU: fleet / one host (s)", "memory per container, serving (MiB)"]
@@ -71,7 +71,7 @@ def main():
         f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
         f.write("| " + " | ".join(body[0]) + " |\n\n")
         f.write("Memory: %.0f MiB used before, %.0f MiB with the %d containers serving (podman stats, one of them: %s).\n"
-                % (before, serving, len(BED.ports), (stats.splitlines() or ["?"])[0]))
+                % (before, serving, len(BED.hosts), (stats.splitlines() or ["?"])[0]))
         f.write("\nThe controller's CPU: ansible-playbook used %.0f s of CPU for the fleet, %.1f s for one host alone, on %d "
                 "cores: %.0f s of CPU for one host's tasks x %d hosts / %d cores is %.0f s, a floor under the fleet's "
                 "wall time that the load time L does not hide when L is this short.\n"

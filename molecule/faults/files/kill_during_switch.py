@@ -1,7 +1,7 @@
 """F7: run playbooks/cutover.yml on one host, SIGKILL ansible-playbook (its whole process group) as soon as the
 switch has begun on the host, wait until the host serves, run the playbook again. Prints a JSON summary.
 
-argv: INVENTORY PLAYBOOK HOST SSH_PORT SSH_KEY
+argv: INVENTORY PLAYBOOK HOST ADDRESS SSH_KEY
 """
 import json
 import os
@@ -11,9 +11,8 @@ import subprocess
 import sys
 import time
 
-inventory, playbook, host, port, key = sys.argv[1:6]
-ssh = ["ssh", "-q", "-p", port, "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-       "root@127.0.0.1"]
+inventory, playbook, host, address, key = sys.argv[1:6]
+ssh = ["ssh", "-q", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "root@" + address]
 STATE = "/var/lib/inferops/cutover/30000/switch.json"
 HEALTH = ("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health', timeout=30)"
           ".status)\"")

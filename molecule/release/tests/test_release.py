@@ -112,7 +112,7 @@ def test_ansible_builder_writes_a_build_context_and_reads_the_collection_needs(t
     assert not needs.get("python")  # nothing in Python beyond ansible-core
 
 
-def awx_private_data_dir(d, port):
+def awx_private_data_dir(d, address):
     """A private_data_dir as AWX lays one out for a job of the cutover template."""
     for sub in ("env", "inventory", "project", "artifacts"):
         os.makedirs(os.path.join(d, sub))
@@ -129,7 +129,7 @@ def awx_private_data_dir(d, port):
         f.write("#!%s\nimport json, sys\nhostvars = %r\n"
                 "if '--host' in sys.argv:\n    print(json.dumps(hostvars[sys.argv[-1]]))\n"
                 "else:\n    print(json.dumps({'sglang_servers': {'hosts': ['awx']}, '_meta': {'hostvars': hostvars}}))\n"
-                % (sys.executable, {"awx": {"ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "root"}}))
+                % (sys.executable, {"awx": {"ansible_host": address, "ansible_port": 22, "ansible_user": "root"}}))
     os.chmod(hosts, 0o700)
     shutil.copy(KEY, os.path.join(d, "env", "ssh_key"))  # the machine credential: runner loads it into an ssh-agent
     os.chmod(os.path.join(d, "env", "ssh_key"), 0o600)
@@ -150,7 +150,7 @@ def test_awx_job_through_ansible_runner(host, tmp_path):
     import ansible_runner  # pylint: disable=import-outside-toplevel
 
     d = str(tmp_path / "awx-job")
-    extravars = awx_private_data_dir(d, 2252)
+    extravars = awx_private_data_dir(d, host.ansible.get_variables()["ansible_host"])
     assert stat.S_IMODE(os.stat(extravars).st_mode) == 0o400
     events = []
     r = ansible_runner.run(private_data_dir=d, playbook="playbooks/cutover.yml",

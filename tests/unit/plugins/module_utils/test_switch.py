@@ -68,12 +68,15 @@ def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp
         assert [s["pid"] for s in found["strays"]] == [stray.pid]
         assert [(d["pid"], d["reason"]) for d in found["protected"]] == [(daemon.pid, "protected (nvidia-persistenced)")]
         family = [(f["pid"], f["starttime"]) for f in found["family"]]
-        before_b = _procfs.snapshot()
-        b_tree = [p.pid for p in before_b.values() if str(b) in p.cmdline or p.pid in
-                  _procfs.descendants(before_b, _discover.listeners(b, before_b))]
-        session = before_b[found["server"]["pid"]].sid  # the operator's session: its tail and watch
-        others = [p.pid for p in before_b.values() if p.cmdline.startswith(("tail -f", "watch")) and p.sid == session]
-        assert len(others) == 2 and len(b_tree) >= 4
+        session = _procfs.snapshot()[found["server"]["pid"]].sid  # the operator's session: its tail and watch
+
+        def bystanders():  # the second server's tree (all its processes up) and the tail and the watch
+            snap = _procfs.snapshot()
+            tree = [p.pid for p in snap.values() if str(b) in p.cmdline or p.pid in
+                    _procfs.descendants(snap, _discover.listeners(b, snap))]
+            rest = [p.pid for p in snap.values() if p.cmdline.startswith(("tail -f", "watch")) and p.sid == session]
+            return (snap, tree, rest) if len(rest) == 2 and len(tree) >= 4 else None
+        before_b, b_tree, others = wait_for(bystanders, 10)
 
         plan = dict(id="t1", action="switch", port=a, unit="sglang.service", unit_name="sglang",
                     state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True, devices=devices)
