@@ -38,7 +38,25 @@ lane() {
     echo "--- molecule scenario $s: $((SECONDS - t0)) s"
   done
 }
+bridge_pinned() {
+  # Scenarios reach their containers over podman's bridge. Left alone, a Linux bridge takes the lowest MAC of its
+  # ports, so a container started or removed in one lane could change it under the other lane's running
+  # containers, whose neighbour entry of the host went wrong ("Data could not be sent", twice in CI). A container
+  # kept for the whole stage keeps the bridge up, and its MAC is set once (a set MAC is never recalculated).
+  podman rm -f inferops-bridge >/dev/null 2>&1
+  podman run -d --name inferops-bridge --ip 10.88.199.1 "$INFEROPS_TESTBED_BASE" sleep infinity >/dev/null || return 1
+  local bridge
+  bridge=$(podman network inspect podman --format '{{.NetworkInterface}}') || return 1
+  ip link set dev "$bridge" address 02:00:0a:58:00:01
+}
 stage_molecule() {
+  bridge_pinned || { echo "could not pin podman's bridge"; return 1; }
+  local rc=0
+  molecule_lanes "$@" || rc=1
+  podman rm -f inferops-bridge >/dev/null 2>&1
+  return $rc
+}
+molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
   # Every scenario, in two lanes at once (the scenarios mostly wait on servers loading). A lane's scenarios
   # may share container names and SSH ports with each other, never with the other lane's.
