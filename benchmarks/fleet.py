@@ -73,9 +73,9 @@ def main():
         f.write("Memory: %.0f MiB used before, %.0f MiB with the %d containers serving (podman stats, one of them: %s).\n"
                 % (before, serving, len(BED.hosts), (stats.splitlines() or ["?"])[0]))
         f.write("\nThe controller's CPU: ansible-playbook used %.0f s of CPU for the fleet, %.1f s for one host alone, on %d "
-                "cores: %.0f s of CPU for one host's tasks x %d hosts / %d cores is %.0f s, a floor under the fleet's "
-                "wall time that the load time L does not hide when L is this short.\n"
-                % (fleet_cpu, cpu, os.cpu_count(), cpu, N, os.cpu_count(), cpu * N / os.cpu_count()))
+                "cores: at least %.0f s of the fleet's %.0f-s wall time is the controller's own work, which the load "
+                "time L does not hide when L is this short.\n"
+                % (fleet_cpu, cpu, os.cpu_count(), fleet_cpu / os.cpu_count(), fleet_wall))
 
 
 if __name__ == "__main__":
