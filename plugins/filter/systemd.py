@@ -10,6 +10,7 @@ __metaclass__ = type
 # Documented in systemd_exec_args.yml and systemd_env_file_value.yml beside this file.
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import argv_option
 
 _C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -73,17 +74,6 @@ def split_secrets(argv, flags):
             else:
                 hide_next = var
     return {"secret_vars": secret_vars, "env": env}
-
-
-def argv_option(argv, name, default=None):
-    """The value of `name X` or `name=X` in argv (the last one wins, as argparse does)."""
-    value = default
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif str(arg).startswith(name + "="):
-            value = arg[len(name) + 1:]
-    return value
 
 
 class FilterModule(object):

@@ -15,7 +15,7 @@ import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _patch, _procfs, _readiness, _signals, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
-from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
 
 SELECTION_SPEC = dict(
@@ -29,6 +29,8 @@ SELECTION_SPEC = dict(
 )
 REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
 SELECTION_SPEC.update(REDACT_SPEC)
+# A service's name without .service (an optional @instance), as sglang_switch and sglang_unit take it.
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
 STOP_SPEC = dict(
     signal=dict(type="str", default="TERM"),
     escalate=dict(type="str", default="KILL"),
@@ -73,6 +75,15 @@ class Base:
             zombies=[p.as_dict(self.redact) for p in sel.zombies],
             missing=sel.missing,
         )
+
+    def write_files(self, files, **result):
+        """Write each _files.File that differs (nothing in check mode); a failed write fails the module."""
+        for f in files:
+            if f.differs and not self.module.check_mode:
+                try:
+                    f.write()
+                except OSError as e:
+                    self.fail("could not write %s: %s" % (f.path, e), **result)
 
     def elapsed(self):
         return round(time.monotonic() - self.t0, 3)
@@ -434,19 +445,11 @@ class SglangDiscover(Base):
         for row in result["launchers"]:
             row["line"] = self.redact(row["line"])
         if p["capture_path"] and owner != service and result["sglang"]:
-            data = json.dumps(cap, indent=2, sort_keys=True)
-            old = None
-            if os.path.exists(p["capture_path"]):
-                with open(p["capture_path"]) as f:
-                    old = f.read()
-            if old != data:
-                result["changed"] = True
-                if not self.module.check_mode:
-                    os.makedirs(os.path.dirname(p["capture_path"]), mode=0o700, exist_ok=True)
-                    fd = os.open(p["capture_path"] + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    with os.fdopen(fd, "w") as f:
-                        f.write(data)
-                    os.replace(p["capture_path"] + ".tmp", p["capture_path"])
+            from ansible_collections.inferops.sglang.plugins.module_utils import _files
+
+            capture = _files.File(p["capture_path"], json.dumps(cap, indent=2, sort_keys=True), 0o600, dir_mode=0o700)
+            result["changed"] = capture.differs
+            self.write_files([capture], **result)
             result["capture_path"] = p["capture_path"]
             result["stored"] = cap
         else:
@@ -456,13 +459,9 @@ class SglangDiscover(Base):
 
 def _stored(path):
     """What the capture file holds ({} when there is none)."""
-    if not path:
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    from ansible_collections.inferops.sglang.plugins.module_utils._switch import read_json
+
+    return (read_json(path) or {}) if path else None
 
 
 def served_model(port, argv, timeout=5.0):
@@ -472,15 +471,8 @@ def served_model(port, argv, timeout=5.0):
     url = _discover.local_url(port)
     if not url:
         return None
-    key = None
-    for i, arg in enumerate(argv):
-        if arg == "--api-key" and i + 1 < len(argv):
-            key = argv[i + 1]
-        elif arg.startswith("--api-key="):
-            key = arg.split("=", 1)[1]
-    answer = _readiness.Server(url, api_key=key).request("/v1/models", timeout=timeout)
-    data = answer.json() if answer.status == 200 else None
-    names = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+    server = _readiness.Server(url, api_key=argv_option(argv, "--api-key"))
+    names = _readiness.model_names(server.request("/v1/models", timeout=timeout))
     return names[0] if names else None
 
 
@@ -499,7 +491,7 @@ class SglangSwitch(Base):
         port, name = p["port"], p["unit"]
         if not 0 < port < 65536:
             self.fail("port must be 1-65535, not %d" % port)
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$", name) or name.endswith(".service"):
+        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
             self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
         if p["drain"] < 0:
             self.fail("drain must be >= 0 seconds")
@@ -587,9 +579,6 @@ class SglangSwitch(Base):
         return out.strip(), []
 
 
-UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
-
-
 class SglangUnit(Base):
     """The unit, its environment file and its readiness gate: verified, written when they differ, enabled,
     started or restarted when asked, in one call."""
@@ -607,19 +596,18 @@ class SglangUnit(Base):
         service = name + ".service"
         run = self.module.run_command
         try:
-            states = _unit.show_many(run, [service] + p["wants"])
+            states = _systemd.show_many(run, [service] + p["wants"], ("LoadState", "ActiveState", "UnitFileState"))
         except (RuntimeError, CommandError) as e:
             self.fail(str(e))
         present = [u for u, s in zip(p["wants"], states[1:]) if s.get("LoadState") == "loaded"]
         unit = _files.File(os.path.join(p["unit_dir"], service), _unit.with_wants(p["unit"], present), 0o644, 0, 0)
         files = [unit]
-        env = gate = None
+        env = None
         if p["environment_path"]:
             env = _files.File(p["environment_path"], p["environment"], 0o600, 0, 0, dir_mode=0o700)
             files.append(env)
         if p["gate_path"]:
-            gate = _files.File(p["gate_path"], p["gate"], 0o644, 0, 0)
-            files.append(gate)
+            files.append(_files.File(p["gate_path"], p["gate"], 0o644, 0, 0))
         if unit.content_differs:  # in check mode too; a unit that does not change was verified before
             try:
                 why = _unit.verify(run, unit.content, service)
@@ -633,18 +621,12 @@ class SglangUnit(Base):
         served_changed = unit.content_differs or (env is not None and env.content_differs)
         result = dict(changed=False, unit=service, unit_path=unit.path, checksum=_files.sha1(unit.content),
                       environment_file=p["environment_path"], wants_present=present, active_state=now.get("ActiveState"),
-                      changed_files=[f.path for f in files if f.differs], reloaded=False, enabled=p["enabled"],
+                      changed_files=[f.path for f in files if f.differs], reloaded=False,
                       enabled_changed=False, restarted=False, started=False,
                       restart_needed=served_changed and active and not p["restart_on_change"])
         if self.module._diff:  # pylint: disable=protected-access
             result["diff"] = [f.diff(_masked if f is env else None) for f in files if f.content_differs]
-        do = not self.module.check_mode
-        for f in files:
-            if f.differs and do:
-                try:
-                    f.write()
-                except OSError as e:
-                    self.fail("could not write %s: %s" % (f.path, e), **result)
+        self.write_files(files, **result)
         steps = []
         if unit.content_differs:
             steps.append(("reloaded", ["systemctl", "daemon-reload"]))
@@ -657,7 +639,7 @@ class SglangUnit(Base):
         result["changed"] = bool(result["changed_files"] or steps)
         for key, argv in steps:
             result[key] = True
-            if not do:
+            if self.module.check_mode:
                 continue
             # a start blocks until the readiness gate says ready: systemd bounds it with TimeoutStartSec
             rc, out, err = run(argv) if key in ("restarted", "started") else timed(run, argv, 120)
@@ -693,11 +675,5 @@ class CutoverRecord(Base):
             texts.append(("last.md", p["report"]))
         files = [_files.File(os.path.join(p["dir"], name), text, 0o640, 0, 0, dir_mode=0o700) for name, text in texts]
         written = [f.path for f in files if f.differs]
-        if not self.module.check_mode:
-            for f in files:
-                if f.differs:
-                    try:
-                        f.write()
-                    except OSError as e:
-                        self.fail("could not write %s: %s" % (f.path, e))
+        self.write_files(files)
         self.module.exit_json(changed=bool(written), files=[f.path for f in files], written=written)

@@ -83,6 +83,12 @@ class NotReady(Exception):
         self.result = result
 
 
+def model_names(answer):
+    """The model ids of a /v1/models answer (empty when it is not one)."""
+    data = answer.json() if answer.status == 200 else None
+    return [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+
+
 def wait(server, timeout=900.0, ready="auto", models=True, generate=False, checks=(), check_every=1.0,
          poll=POLL, clock=time.monotonic):
     """Wait until the server is ready; raise NotReady when it cannot be, or when timeout passes.
@@ -140,11 +146,10 @@ def wait(server, timeout=900.0, ready="auto", models=True, generate=False, check
     if models:
         answer = server.request("/v1/models")
         res["endpoints"]["/v1/models"] = answer.as_dict()
-        data = answer.json() or {}
         if answer.status != 200:
             hint = " (the server wants an API key: give api_key)" if answer.status == 401 else ""
             raise NotReady("%s answered /v1/models with %s%s" % (server.url, answer.status, hint), res)
-        names = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+        names = model_names(answer)
         res["model"] = names[0] if names else None
         res["models"] = names
     if generate:

@@ -16,6 +16,17 @@ SECRET_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token", "--pass
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:_TOKEN|_KEY|_SECRET|_PASSWORD|API_KEY|TOKEN)"
 
 
+def argv_option(argv, name, default=None):
+    """The value of `name X` or `name=X` in argv (the last one wins, as argparse does)."""
+    value = default
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif str(arg).startswith(name + "="):
+            value = arg[len(name) + 1:]
+    return value
+
+
 class Redactor:
     """redact(text) masks the values of secret flags, NAME_TOKEN=/NAME_KEY= assignments and given words."""
 

@@ -17,15 +17,19 @@ UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", 
 
 def show(run, unit, properties=UNIT_PROPERTIES):
     """{property: value} of a unit, from `systemctl show`."""
-    rc, out, err = timed(run, ["systemctl", "show", unit, "--property=" + ",".join(properties)], TIMEOUT)
+    return show_many(run, [unit], properties)[0]
+
+
+def show_many(run, units, properties=UNIT_PROPERTIES):
+    """[{property: value}] of each unit, in order, from one `systemctl show` (a block per unit)."""
+    rc, out, err = timed(run, ["systemctl", "show", "--property=" + ",".join(properties)] + list(units), TIMEOUT)
     if rc != 0:
-        raise RuntimeError("systemctl show %s failed (rc %d): %s" % (unit, rc, err.strip()))
-    props = {}
-    for line in out.splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            props[k] = v
-    return props
+        raise RuntimeError("systemctl show %s failed (rc %d): %s" % (" ".join(units), rc, err.strip()))
+    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+              for block in out.strip("\n").split("\n\n")]
+    if len(blocks) != len(units):
+        raise RuntimeError("systemctl show answered %d blocks for %d units" % (len(blocks), len(units)))
+    return blocks
 
 
 def journal(run, unit, lines=20):

@@ -17,19 +17,6 @@ from ansible_collections.inferops.sglang.plugins.module_utils._command import ti
 TIMEOUT = 60
 
 
-def show_many(run, units, properties=("LoadState", "ActiveState", "UnitFileState")):
-    """[{property: value}] of each unit, in order, from one `systemctl show`."""
-    rc, out, err = timed(run, ["systemctl", "show", "--property=" + ",".join(properties)] + list(units), TIMEOUT)
-    if rc != 0:
-        raise RuntimeError("systemctl show failed (rc %d): %s" % (rc, err.strip()))
-    blocks = []
-    for block in out.strip("\n").split("\n\n"):
-        blocks.append(dict(line.split("=", 1) for line in block.splitlines() if "=" in line))
-    if len(blocks) != len(units):
-        raise RuntimeError("systemctl show answered %d blocks for %d units" % (len(blocks), len(units)))
-    return blocks
-
-
 def with_wants(text, units):
     """The unit's text with `units` added to the first Wants= and After= of its [Unit] section (lines made when
     there is none): a unit that exists on this host only is pulled in and ordered before the service."""

@@ -22,7 +22,8 @@ def wait_listening(port):
 
 def test_family_by_port_among_decoys(shell, tmp_path):
     a, b = free_port(), free_port()
-    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & tail -f a.log > /dev/null & "
+    # a.log made first: a `tail -f` started before the server's redirect made it would exit at once
+    shell(": > a.log; SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & tail -f a.log > /dev/null & "
           "bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait" % server_cmd(a))
     shell("%s > b.log 2>&1 & wait" % server_cmd(b))
     (server_a,) = wait_listening(a)

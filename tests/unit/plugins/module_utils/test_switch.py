@@ -40,7 +40,8 @@ def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp
     devices = [str(tmp_path / "nvidia*")]
     a, b = free_port(), free_port()
     # one operator's session: the server, a second server on other GPUs, a tail on the log, a watch on the pattern
-    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s --base-gpu-id 2 > b.log 2>&1 & "
+    # a.log made first: a `tail -f` started before the server's redirect made it would exit at once
+    shell(": > a.log; SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s --base-gpu-id 2 > b.log 2>&1 & "
           "tail -f a.log > /dev/null & bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait"
           % (server_cmd(a), server_cmd(b)))
     wait_listening(a)
