@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_adopt.yml, cutover_changes.yml and cutover_durations.yml beside this file.
+# Documented in cutover_adopt.yml and cutover_changes.yml beside this file.
 
 import os
 
@@ -106,12 +106,6 @@ def cutover_changes(capture, adopted, flags=None):
     return out or ["the unit runs exactly what runs now"]
 
 
-def cutover_durations(marks):
-    """{stage: seconds} from {stage: start time}: each stage lasts until the next begins (the last is open)."""
-    order = sorted(marks.items(), key=lambda kv: kv[1])
-    return dict((k, round(order[i + 1][1] - t, 3)) for i, (k, t) in enumerate(order[:-1]))
-
-
 class FilterModule(object):
     def filters(self):
-        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes, "cutover_durations": cutover_durations}
+        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes}

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import json
 import os
 import stat
 
@@ -71,3 +72,11 @@ class File:
         if shown is not None:
             before, after = shown(before) if self.exists else "", shown(after)
         return dict(before_header=self.path, after_header=self.path, before=before, after=after)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None

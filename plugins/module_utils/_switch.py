@@ -25,6 +25,7 @@ import zipfile
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _nvidia, _procfs, _signals
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._files import read_json
 from ansible_collections.inferops.sglang.plugins.module_utils._readiness import Server
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector
@@ -201,14 +202,6 @@ def write_json(path, data):
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
     os.replace(tmp, path)
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 # --- the detached step ----------------------------------------------------------------------------------

@@ -13,9 +13,11 @@ module: cutover_record
 short_description: Keep the record of a cutover or a rollback on the host
 version_added: 0.2.0
 description:
-  - Writes the record as JSON to C(last.json) and to C(KIND-YYYYmmddTHHMMSSZ.json) (the record's time, UTC), and the
-    report to C(last.md), in the port's state folder; mode 0640, owned by root, the folder 0700.
-  - A file is written only when it differs, in one call (the P(inferops.sglang.cutover#role) role's last stage).
+  - Writes the record as JSON to C(last.json) and to C(KIND-YYYYmmddTHHMMSSZ.json) (the record's time, UTC), and
+    as markdown to C(last.md), in the port's state folder; mode 0640, owned by root, the folder 0700.
+  - A file is written only when it differs, in one call. M(inferops.sglang.sglang_switch) keeps the same record
+    itself when asked; the P(inferops.sglang.cutover#role) role uses this module when a throughput gate comes
+    between the switch and the record.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
@@ -28,10 +30,6 @@ options:
     description: What was done; its C(time) (seconds since the epoch) names the file of this run. Secrets masked.
     type: dict
     required: true
-  report:
-    description: The same for people (markdown), kept as C(last.md). Not written when empty.
-    type: str
-    default: ""
   kind:
     description: What the record is of.
     type: str
@@ -55,7 +53,6 @@ EXAMPLES = r"""
   inferops.sglang.cutover_record:
     dir: /var/lib/inferops/cutover/30000
     record: {time: 1764500000.5, host: gpu-01, port: 30000, action: switch}
-    report: "# Cutover of port 30000 on gpu-01"
 """
 
 RETURN = r"""
@@ -71,10 +68,15 @@ written:
   type: list
   elements: str
   sample: [/var/lib/inferops/cutover/30000/last.json]
+report:
+  description: The record as markdown (C(last.md)).
+  returned: always
+  type: str
+  sample: "# Cutover of port 30000 on gpu-01"
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import CutoverRecord
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_cutover_record import CutoverRecord
 
 
 def main():
@@ -82,7 +84,6 @@ def main():
         argument_spec=dict(
             dir=dict(type="path", required=True),
             record=dict(type="dict", required=True),
-            report=dict(type="str", default=""),
             kind=dict(type="str", choices=["cutover", "rollback"], default="cutover"),
         ),
         supports_check_mode=True,

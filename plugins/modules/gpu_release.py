@@ -155,7 +155,7 @@ elapsed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import SELECTION_SPEC, STOP_SPEC, GpuRelease
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, STOP_SPEC, GpuRelease
 from ansible_collections.inferops.sglang.plugins.module_utils._nvidia import DEFAULT_DEVICES
 
 

@@ -151,7 +151,8 @@ skipped_wait:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import REDACT_SPEC, ModelWait
+from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import ModelWait
 
 
 def main():

@@ -151,7 +151,7 @@ timings:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import SELECTION_SPEC, STOP_SPEC, ProcessKill
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, STOP_SPEC, ProcessKill
 
 
 def main():

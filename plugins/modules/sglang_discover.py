@@ -60,6 +60,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+elapsed:
+  description: Seconds the module took on the host.
+  returned: always
+  type: float
+  sample: 0.21
 found:
   description: Whether something listens on the port.
   returned: always
@@ -130,7 +135,8 @@ capture:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import REDACT_SPEC, SglangDiscover
+from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover
 
 
 def main():

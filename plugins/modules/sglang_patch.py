@@ -129,7 +129,7 @@ record_path:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import SglangPatch
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_patch import SglangPatch
 
 
 def main():

@@ -26,6 +26,14 @@ description:
     A dropped connection or a cancelled job does not stop it half-way.
   - The module waits for that process and returns each step's timing. A run that finds a switch of the port in
     progress waits for it and returns its outcome.
+  - With O(wait), the module then waits for what it started (the unit, or the captured command) until it serves -
+    ready, its model named by C(/v1/models) (O(wait.model) when given), and one generation with O(wait.generate).
+    It fails fast when the unit fails or restarts, or the captured command exits, quoting the end of its log, and
+    the failure says RV(wait_failed) - the switch itself completed.
+  - With O(record), once the server serves, the record of the switch (O(record.data) completed with the steps, the
+    downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to
+    O(record.dir) as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the folder 0700); the
+    same files as M(inferops.sglang.cutover_record) writes.
   - When the unit already serves the port, nothing happens unless O(restart) (the cutover sets it when the unit,
     its environment or the venv changed), the unit is stopped (its own drain budget) and started again the same way.
 author: inferops.sglang maintainers (@inferops)
@@ -73,6 +81,41 @@ options:
   timeout:
     description: Seconds to wait for the switch (it goes on on the host after that). Default O(drain) + 120.
     type: float
+  wait:
+    description: Wait for what the switch started until it serves (nothing is waited for in check mode).
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      url:
+        description: The server's base URL.
+        type: str
+        required: true
+      api_key:
+        description: Sent as a Bearer token, where the server was started with C(--api-key).
+        type: str
+      model:
+        description: The model it must serve (the one served before the switch); another one fails the wait.
+        type: str
+      generate:
+        description: Send one tiny real request to C(/generate) and check an answer comes back.
+        type: bool
+        default: false
+      timeout:
+        description: Seconds to wait in all.
+        type: float
+        default: 900
+  record:
+    description: Keep the record of the switch once the server serves (with O(wait)).
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      data:
+        description: What the controller knows of the cutover (secrets masked); its keys are kept.
+        type: dict
+        required: true
+      dir:
+        description: The port's state folder, where the record's files go. Without it the record is only returned.
+        type: path
 attributes:
   check_mode:
     support: full
@@ -87,6 +130,7 @@ notes:
 seealso:
   - module: inferops.sglang.sglang_discover
   - module: inferops.sglang.model_wait
+  - module: inferops.sglang.cutover_record
   - module: inferops.sglang.gpu_release
 """
 
@@ -99,18 +143,19 @@ EXAMPLES = r"""
   check_mode: true
   changed_when: false
 
-- name: Switch, then wait for the model
+- name: Switch, wait for the model and one generation, keep the record
   inferops.sglang.sglang_switch:
     port: 30000
     unit: sglang
     drain: 120
+    wait:
+      url: http://127.0.0.1:30000
+      generate: true
+      timeout: 960
+    record:
+      dir: /var/lib/inferops/cutover/30000
+      data: {host: gpu-01, port: 30000, unit: sglang.service}
   register: switched
-
-- name: Wait for the model
-  inferops.sglang.model_wait:
-    url: http://127.0.0.1:30000
-    unit: sglang.service
-    timeout: 960
 """
 
 RETURN = r"""
@@ -160,10 +205,53 @@ started_at:
   returned: when the switch ran
   type: float
   sample: 1796000000.5
+ready_after:
+  description: Seconds from the switch's end until the server it started was ready.
+  returned: with O(wait), when something was started
+  type: float
+  sample: 412.7
+model:
+  description: The model the server serves (C(/v1/models)).
+  returned: with O(wait), when something was started
+  type: str
+  sample: meta-llama/Llama-3.1-8B-Instruct
+generated:
+  description: The answer to the test generation.
+  returned: with O(wait.generate), when the server served
+  type: str
+  sample: OK
+wait_failed:
+  description: True when the switch completed but what it started did not serve (the module failed).
+  returned: when the wait failed
+  type: bool
+  sample: true
+log_lines:
+  description: The end of the unit's journal (or the captured command's log) when the wait failed; secrets masked.
+  returned: when the wait failed
+  type: list
+  elements: str
+  sample: ["RuntimeError: CUDA out of memory"]
+record:
+  description: The record of the switch, as written to O(record.dir).
+  returned: with O(record), when the server served
+  type: dict
+  sample: {action: switch, port: 30000, downtime_switch_sec: 5.3, load_sec: 412.7}
+report:
+  description: The record as markdown (C(last.md)).
+  returned: with O(record), when the server served
+  type: str
+  sample: "# Cutover of port 30000 on gpu-01"
+record_written:
+  description: The record's files that differed and were written.
+  returned: with O(record), when the server served
+  type: list
+  elements: str
+  sample: [/var/lib/inferops/cutover/30000/last.json]
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import REDACT_SPEC, SglangSwitch
+from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
 
 
 def main():
@@ -179,6 +267,17 @@ def main():
             executable=dict(type="path"),
             devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             timeout=dict(type="float"),
+            wait=dict(type="dict", options=dict(
+                url=dict(type="str", required=True),
+                api_key=dict(type="str", no_log=True),
+                model=dict(type="str"),
+                generate=dict(type="bool", default=False),
+                timeout=dict(type="float", default=900.0),
+            )),
+            record=dict(type="dict", options=dict(
+                data=dict(type="dict", required=True),
+                dir=dict(type="path"),
+            )),
             **REDACT_SPEC
         ),
         supports_check_mode=True,

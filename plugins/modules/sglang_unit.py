@@ -96,6 +96,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+elapsed:
+  description: Seconds the module took on the host.
+  returned: always
+  type: float
+  sample: 0.42
 unit:
   description: The service.
   returned: always
@@ -161,7 +166,7 @@ restart_needed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._managers import SglangUnit
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import SglangUnit
 
 
 def main():

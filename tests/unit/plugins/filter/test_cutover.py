@@ -2,7 +2,7 @@
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.inferops.sglang.plugins.filter.cutover import cutover_adopt, cutover_changes, cutover_durations
+from ansible_collections.inferops.sglang.plugins.filter.cutover import cutover_adopt, cutover_changes
 
 KEY = "sk-secret-123"
 CAPTURE = {
@@ -67,9 +67,3 @@ def test_no_change_and_no_capture():
     assert cutover_changes(same, cutover_adopt(same)) == ["the unit runs exactly what runs now"]
     lines = cutover_changes({}, cutover_adopt({}, ["/opt/v/bin/python", "--api-key", KEY]))
     assert lines[0].startswith("no server ran on the port") and KEY not in "".join(lines)
-
-
-def test_durations_run_from_one_stage_to_the_next():
-    assert cutover_durations({"switch": 13.5, "discover": 10.0, "adopt": 11.25, "record": 20.0}) == {
-        "discover": 1.25, "adopt": 2.25, "switch": 6.5}
-    assert cutover_durations({}) == {}

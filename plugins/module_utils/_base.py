@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What every module's manager shares: its parameters, failing, writing files, timing."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+
+
+REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
+# A service's name without .service (an optional @instance), as sglang_switch and sglang_unit take it.
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
+
+
+class Base:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.redact = Redactor(flags=self.params.get("redact") or ())
+        self.t0 = time.monotonic()
+
+    def fail(self, msg, **result):
+        self.module.fail_json(msg=msg, **result)
+
+    def write_files(self, files, **result):
+        """Write each _files.File that differs (nothing in check mode); a failed write fails the module."""
+        for f in files:
+            if f.differs and not self.module.check_mode:
+                try:
+                    f.write()
+                except OSError as e:
+                    self.fail("could not write %s: %s" % (f.path, e), **result)
+
+    def elapsed(self):
+        return round(time.monotonic() - self.t0, 3)

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""model_wait: wait for a server to load its model and serve."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+
+
+class ModelWait(Base):
+    def run(self):
+        p = self.params
+        if p["api_key"]:
+            self.redact = Redactor(flags=p.get("redact") or (), values=[p["api_key"]])
+        try:
+            server = _readiness.Server(p["url"], api_key=p["api_key"])
+        except ValueError as e:
+            self.fail(str(e))
+        if p["timeout"] <= 0:
+            self.fail("timeout must be > 0 seconds")
+        if self.module.check_mode:
+            self.module.exit_json(changed=False, skipped_wait=True, msg="check mode: not waited for %s" % server.url)
+        checks = []
+        if p["pid"]:
+            start = _procfs.starttime(p["pid"])
+            if start is None:
+                self.fail("pid %d is not running: the server cannot come up" % p["pid"], **self.logs())
+            identity = (p["pid"], start)
+            checks.append(lambda: None if _procfs.is_alive(identity) else "pid %d exited" % p["pid"])
+        if p["unit"]:
+            try:
+                watch = _systemd.UnitWatch(self.module.run_command, p["unit"])
+            except Exception as e:  # pylint: disable=broad-except
+                self.fail("cannot watch unit %s: %s" % (p["unit"], e))
+            checks.append(watch.problem)
+        try:
+            res = _readiness.wait(server, timeout=p["timeout"], ready=p["ready"], models=p["models"],
+                                  generate=p["generate"], checks=checks)
+        except _readiness.NotReady as e:
+            out = dict(e.result)
+            out.update(self.logs())
+            self.fail(self.redact(str(e)), **out)
+        res["url"] = server.url
+        res["msg"] = "ready after %.1f s%s" % (res["ready_after"], " serving %s" % res["model"] if res.get("model") else "")
+        self.module.exit_json(changed=False, **res)
+
+    def logs(self):
+        p = self.params
+        if p["unit"]:
+            lines = _systemd.journal(self.module.run_command, p["unit"], p["lines"])
+        elif p["log_file"]:
+            lines = _systemd.tail(p["log_file"], p["lines"])
+        else:
+            return {}
+        return {"log_lines": [self.redact(line) for line in lines]}

@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_discover: the server on a port, its family, a wrapper, its capture."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
+from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
+
+
+class SglangDiscover(Base):
+    """Finds the server on a port, its family, a supervising wrapper, and captures what it runs."""
+
+    def run(self):
+        p = self.params
+        if not 0 < p["port"] < 65536:
+            self.fail("port must be 1-65535, not %d" % p["port"])
+        procs = _procfs.snapshot()
+        pids = _discover.listeners(p["port"], procs)
+        service = p["unit"] + ".service" if p["unit"] else None
+        disabled = _discover.disabled_launchers(service) if service else []
+        if not pids:
+            self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[], elapsed=self.elapsed(),
+                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
+                                  stored=_stored(p["capture_path"]), msg="nothing listens on port %d" % p["port"])
+        server = _discover.main_process(pids[0], procs)
+        fam = _discover.family_of(server, procs)
+        cap = _discover.capture(server.pid)
+        wrapper = _discover.wrapper(server, procs)
+        if wrapper and wrapper["kind"] == "shell loop":
+            cap["wrapper"] = _discover.capture(wrapper["pid"])  # a rollback starts the loop again, not the server
+        secrets = self.redact.secrets_of(cap["argv"], cap["environment"])
+        if cap.get("wrapper"):
+            secrets += self.redact.secrets_of(cap["wrapper"]["argv"], cap["wrapper"]["environment"])
+        self.redact = Redactor(flags=p.get("redact") or (), values=secrets)
+        public = dict(cap, argv=self.redact.argv(cap["argv"]), environment=self.redact.env(cap["environment"]))
+        if cap.get("wrapper"):
+            public["wrapper"] = dict(cap["wrapper"], argv=self.redact.argv(cap["wrapper"]["argv"]),
+                                     environment=self.redact.env(cap["wrapper"]["environment"]))
+        owner = _procfs.unit_of(server.pid)
+        unit_state = None
+        if owner and owner == service:
+            try:
+                unit_state = _systemd.show(self.module.run_command, service, ["ActiveState"]).get("ActiveState")
+            except (RuntimeError, CommandError):
+                pass
+        result = dict(changed=False, found=True, port=p["port"], server=dict(server.as_dict(self.redact), unit=owner),
+                      unit_state=unit_state,
+                      family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
+                      wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
+                      sglang=_discover.is_sglang(server),
+                      launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
+        if result["sglang"]:
+            result["model"] = served_model(p["port"], cap["argv"])
+        if wrapper:
+            wrapper["cmdline"] = self.redact(wrapper["cmdline"])
+        for row in result["launchers"]:
+            row["line"] = self.redact(row["line"])
+        if p["capture_path"] and owner != service and result["sglang"]:
+            capture = _files.File(p["capture_path"], json.dumps(cap, indent=2, sort_keys=True), 0o600, dir_mode=0o700)
+            result["changed"] = capture.differs
+            self.write_files([capture], **result)
+            result["capture_path"] = p["capture_path"]
+            result["stored"] = cap
+        else:
+            result["stored"] = _stored(p["capture_path"])
+        result["elapsed"] = self.elapsed()
+        self.module.exit_json(**result)
+
+
+def _stored(path):
+    """What the capture file holds ({} when there is none)."""
+    return (_files.read_json(path) or {}) if path else None
+
+
+def served_model(port, argv, timeout=5.0):
+    """The first model /v1/models names on the server listening on port (asked with its own --api-key), or None."""
+    url = _discover.local_url(port)
+    if not url:
+        return None
+    server = _readiness.Server(url, api_key=argv_option(argv, "--api-key"))
+    names = _readiness.model_names(server.request("/v1/models", timeout=timeout))
+    return names[0] if names else None

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_switch: preflight, then the detached switch, waited for; then, when asked, the server it started waited
+for until it serves, and the record kept."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import subprocess
+import time
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness, _record, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+
+
+_FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
+                "if not importlib.util.find_spec('sglang'): sys.exit(3)\n"
+                "print(m.version('sglang'))\n")
+
+
+class SglangSwitch(Base):
+    """Preflight (always; alone in check mode), then the detached switch, waited for."""
+
+    def run(self):
+        p = self.params
+        port, name = p["port"], p["unit"]
+        if not 0 < port < 65536:
+            self.fail("port must be 1-65535, not %d" % port)
+        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
+            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+        if p["drain"] < 0:
+            self.fail("drain must be >= 0 seconds")
+        unit = name + ".service"
+        state_dir = os.path.join(p["state_dir"], str(port))
+        timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
+        run = self.module.run_command
+        t = time.monotonic()
+        asked = self.ask_version(p["executable"]) if p["target"] == "unit" else None  # answers while we look
+        insp = _switch.inspect(port, name, tuple(p["devices"]), run=run, flags=p["redact"])
+        state = _systemd.show(run, unit)
+        problems = list(insp["problems"])
+        if insp["strays"] and not p["release_strays"]:
+            problems.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the "
+                            "switch to release them" % (insp["gpus"], "; ".join(
+                                "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
+                                for s in insp["strays"])))
+        back = p["target"] == "capture"
+        if back and not os.path.exists(os.path.join(state_dir, "capture.json")):
+            problems.append("there is no capture in %s: nothing to go back to" % state_dir)
+        if state.get("LoadState") != "loaded" and not self.module.check_mode and not back:
+            problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
+        busy = _switch.lock_busy(state_dir)
+        active = state.get("ActiveState")
+        if busy:
+            action = "join"
+        elif back:
+            action = "none" if insp["owner"] == "adhoc" else "rollback"
+        elif insp["owner"] == "adhoc":
+            action = "switch"
+        elif insp["owner"] == "unit":
+            action = "restart" if p["restart"] else "none"
+        elif active in ("active", "activating", "reloading") and not p["restart"]:
+            action = "none"  # loading: nothing listens yet
+        else:
+            action = "start"
+        version = None
+        if action not in ("none", "join"):  # the answer counts only when the unit is about to run
+            version, why = self.sglang_version(p["executable"], asked)
+            problems += why
+        elif asked:
+            asked.kill()
+            asked.wait()
+        result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
+                      unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
+        if problems and action not in ("none", "join"):
+            self.fail("preflight failed, nothing was stopped: " + " | ".join(problems), **result)
+        if self.module.check_mode or action == "none":
+            result["msg"] = {"none": "%s: nothing to switch" % ("the captured command serves port %d" % port if back
+                                                                else "%s serves port %d" % (unit, port)),
+                             "join": "a switch of port %d is in progress" % port}.get(
+                action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
+                    action, len(insp["family"]), insp["gpus"], unit))
+            self.module.exit_json(**result)
+        run_id = None
+        if action != "join":
+            run_id = "%d-%d" % (int(time.time()), os.getpid())
+            plan = dict(id=run_id, action=action, target=p["target"], port=port, unit=unit, unit_name=name,
+                        state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],
+                        devices=list(p["devices"]))
+            try:
+                result["launched"] = _switch.launch(plan, run)[:4]
+            except Exception as e:  # pylint: disable=broad-except
+                self.fail("could not start the switch, nothing was stopped: %s" % e, **result)
+        try:
+            outcome = _switch.wait(state_dir, run_id, timeout)
+        except TimeoutError as e:
+            self.fail(str(e), **result)
+        result.update(outcome=outcome, steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
+                      started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"), elapsed=self.elapsed())
+        if outcome.get("error"):
+            self.fail("the switch stopped at %s: %s" % (
+                (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)
+        result["msg"] = "%s: %s" % (action, ", ".join("%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]))
+        if p["wait"] and outcome.get("started_at"):
+            self.serve(result, outcome, unit, state_dir, back)
+        if p["record"]:
+            self.keep_record(result, outcome, insp, back)
+        self.module.exit_json(**result)
+
+    def serve(self, result, outcome, unit, state_dir, back):
+        """Wait for what the switch started until it serves (failing fast when it dies); the wait's answers go
+        into result. A server that cannot serve fails the module with wait_failed."""
+        w = self.params["wait"]
+        if w["api_key"]:
+            self.redact = Redactor(flags=self.params.get("redact") or (), values=[w["api_key"]])
+        try:
+            server = _readiness.Server(w["url"], api_key=w["api_key"])
+        except ValueError as e:
+            self.fail(str(e), **result)
+        what = "the captured command" if back else unit
+        log_file = None
+        if back:
+            identity = (outcome.get("pid_started"), _procfs.starttime(outcome.get("pid_started") or 0))
+            checks = [lambda: None if identity[1] is not None and _procfs.is_alive(identity)
+                      else "pid %s exited" % identity[0]]
+            log_file = (_switch.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
+        else:
+            try:
+                checks = [_systemd.UnitWatch(self.module.run_command, unit).problem]
+            except Exception as e:  # pylint: disable=broad-except
+                self.fail("cannot watch unit %s: %s" % (unit, e), wait_failed=True, **result)
+        try:
+            res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks)
+            if w["model"] and res.get("model") != w["model"]:
+                raise _readiness.NotReady("%s serves %s; %s was served before" % (what, res.get("model"), w["model"]), res)
+        except _readiness.NotReady as e:
+            lines = _systemd.tail(log_file) if back and log_file else [] if back else _systemd.journal(self.module.run_command, unit)
+            result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None), log_lines=[self.redact(line) for line in lines])
+            self.fail("%s; then %s did not serve: %s" % (result["msg"], what, self.redact(str(e))), wait_failed=True,
+                      **result)
+        res["wait_seconds"] = res.pop("elapsed")
+        result.update(res, url=server.url)
+        result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
+
+    def keep_record(self, result, outcome, insp, back):
+        """The record: what the controller gave, completed with what the switch and the wait found; written
+        where record.dir says (nothing in check mode)."""
+        given = self.params["record"]
+        rec = dict(given["data"], time=outcome.get("began"))
+        if back:
+            rec.update(action="rollback", rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
+                       pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"))
+        else:
+            old = dict(rec.get("old") or {}, family=[x["pid"] for x in insp["family"]])
+            downtime, load = result.get("downtime"), result.get("ready_after")
+            stages = dict(rec.get("stages_sec") or {}, switch=result["elapsed"])
+            if load is not None:
+                stages["verify"] = result.get("wait_seconds")
+            rec.update(action=result["action"], old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
+                       load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
+                       model=result.get("model"), generated=bool(result.get("generated")),
+                       sglang_version=result.get("sglang_version"), gpus=insp.get("gpus"), stages_sec=stages)
+        try:
+            files = _record.files(given["dir"], "rollback" if back else "cutover", rec) if given["dir"] else []
+            result["report"] = _record.report(rec)
+        except ValueError as e:
+            self.fail(str(e), **result)
+        result["record"] = rec
+        result["record_written"] = [f.path for f in files if f.differs]
+        self.write_files(files, **result)
+
+    @staticmethod
+    def ask_version(exe):
+        """Start asking the unit's interpreter for sglang's version (about 0.1 s); None when there is no
+        Python interpreter to ask."""
+        if not exe or not os.path.basename(exe).startswith("python") or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            return None
+        return subprocess.Popen([exe, "-c", _FIND_SGLANG], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.PIPE, universal_newlines=True, close_fds=True)
+
+    @staticmethod
+    def sglang_version(exe, asked):
+        """(sglang's version or None, [problems]) for the unit's executable, from ask_version's process."""
+        if not exe:
+            return None, []
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            return None, ["the unit's executable %s does not exist or is not executable" % exe]
+        if asked is None:
+            return None, []
+        try:
+            out, err = asked.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            asked.kill()
+            out, err = asked.communicate()
+        if asked.returncode != 0:
+            return None, ["%s cannot find the sglang package (rc %d%s)" % (
+                exe, asked.returncode, (": " + err.strip()[-300:]) if err.strip() else "")]
+        return out.strip(), []

@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The record of a cutover or a rollback in the port's state folder: last.json, one JSON file per run named after its
+time, and last.md (the same for people). Written by sglang_switch once the service serves, or by cutover_record."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+from ansible_collections.inferops.sglang.plugins.module_utils._files import File
+
+
+def began(record):
+    """The record's time (seconds since the epoch); ValueError when it has none."""
+    try:
+        return float(record.get("time"))
+    except (TypeError, ValueError):
+        raise ValueError("the record needs its time (seconds since the epoch), not %r" % (record.get("time"),))
+
+
+def files(folder, kind, record):
+    """The record's files (_files.File: 0640 root, the folder 0700), for kind 'cutover' or 'rollback'."""
+    if not os.path.isabs(folder):
+        raise ValueError("the record's folder must be an absolute path, not %r" % folder)
+    data = json.dumps(record, indent=4, sort_keys=True) + "\n"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began(record)))
+    texts = [("last.json", data), ("%s-%s.json" % (kind, stamp), data), ("last.md", report(record))]
+    return [File(os.path.join(folder, name), text, 0o640, 0, 0, dir_mode=0o700) for name, text in texts]
+
+
+def _steps(steps):
+    return ", ".join("%s %s s" % (s.get("step"), s.get("seconds")) for s in steps or []) or "none"
+
+
+def _stages(stages):
+    order = ("discover", "adopt", "prepare", "unit", "switch", "verify")
+    ordered = sorted((stages or {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    return ", ".join("%s %s s" % kv for kv in ordered) or "none"
+
+
+def _none(value, text="none"):
+    return value if value not in (None, "", [], {}) else text
+
+
+def report(r):
+    """The record as markdown."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(began(r)))
+    if r.get("action") == "rollback":
+        return "\n".join([
+            "# Rollback of port %s on %s" % (r.get("port"), r.get("host")),
+            "",
+            "- when: %s" % when,
+            "- why: %s" % r.get("failure"),
+            "- the captured command (%s) serves again: pid %s, ready after %s s; %s is disabled"
+            % (r.get("capture"), r.get("pid_started"), r.get("ready_after_sec"), r.get("unit")),
+            "- downtime of the step back: %s s; steps: %s" % (r.get("rollback_downtime_sec"), _steps(r.get("rollback_steps"))),
+        ]) + "\n"
+    old = r.get("old") or {}
+    lines = [
+        "# Cutover of port %s on %s" % (r.get("port"), r.get("host")),
+        "",
+        "- when: %s" % when,
+        "- action: %s; %s serves %s (sglang %s)" % (
+            r.get("action"), r.get("unit"), r.get("model") or "the model", r.get("sglang_version")),
+        "- old server: pid %s, %d processes: `%s`" % (old.get("pid"), len(old.get("family") or []), old.get("command")),
+        "- downtime: %s s switch + %s s load = %s s until ready" % (
+            r.get("downtime_switch_sec"), r.get("load_sec"), r.get("downtime_until_ready_sec")),
+        "- stages: %s" % _stages(r.get("stages_sec")),
+        "- switch steps: %s" % _steps(r.get("steps")),
+        "",
+        "- unit: %s (sha1 %s); environment: %s" % (r.get("unit_path"), r.get("unit_checksum"),
+                                                   ", ".join(r.get("environment_names") or [])),
+        "- patches: %s; NCCL: %s" % (_none(r.get("patches")), _none(", ".join(r.get("nccl") or []))),
+        "- boot launchers: %s (%s)" % (_none(", ".join(sorted(set(b.get("path", "") for b in old.get("boot_launchers") or [])))),
+                                       r.get("boot_launchers_handling")),
+    ]
+    if r.get("bench"):
+        lines.append("- throughput (output tok/s, SGLang's bench_serving): %s" % ", ".join(
+            "C=%s %s -> %s (%s %%)" % (b.get("concurrency"), b.get("baseline"), b.get("service"), b.get("change_pct"))
+            for b in r["bench"]))
+    lines.append("- what changed from the running command:")
+    lines += ["  - %s" % line for line in r.get("changes") or []]
+    return "\n".join(lines) + "\n"
