@@ -35,6 +35,7 @@ class Base:
                 try:
                     f.write()
                 except OSError as e:
+                    result.pop("msg", None)
                     self.fail("could not write %s: %s" % (f.path, e), **result)
 
     def elapsed(self):

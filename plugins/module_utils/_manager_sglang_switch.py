@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness, _record, _switch, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
 
@@ -40,8 +41,12 @@ class SglangSwitch(Base):
         state_dir = os.path.join(p["state_dir"], str(port))
         timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
         run = self.module.run_command
-        t = time.monotonic()
         asked = self.ask_version(p["executable"]) if p["target"] == "unit" else None  # answers while we look
+        installed, restart = None, p["restart"]
+        if p["install"] and p["target"] == "unit":  # verified before anything is stopped; nothing written in check mode
+            installed = install(self, dict(p["install"], name=name), enabled=True)
+            restart = restart or installed["restart_needed"]  # what the running unit runs changed
+        t = time.monotonic()
         insp = _switch.inspect(port, name, tuple(p["devices"]), run=run, flags=p["redact"])
         state = _systemd.show(run, unit)
         problems = list(insp["problems"])
@@ -64,8 +69,8 @@ class SglangSwitch(Base):
         elif insp["owner"] == "adhoc":
             action = "switch"
         elif insp["owner"] == "unit":
-            action = "restart" if p["restart"] else "none"
-        elif active in ("active", "activating", "reloading") and not p["restart"]:
+            action = "restart" if restart else "none"
+        elif active in ("active", "activating", "reloading") and not restart:
             action = "none"  # loading: nothing listens yet
         else:
             action = "start"
@@ -78,6 +83,10 @@ class SglangSwitch(Base):
             asked.wait()
         result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
                       unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
+        if installed:
+            if "diff" in installed:
+                result["diff"] = installed.pop("diff")
+            result.update(installed=installed, changed=result["changed"] or installed["changed"])
         if problems and action not in ("none", "join"):
             self.fail("preflight failed, nothing was stopped: " + " | ".join(problems), **result)
         if self.module.check_mode or action == "none":
@@ -122,7 +131,7 @@ class SglangSwitch(Base):
         try:
             server = _readiness.Server(w["url"], api_key=w["api_key"])
         except ValueError as e:
-            self.fail(str(e), **result)
+            self.failed(str(e), result)
         what = "the captured command" if back else unit
         log_file = None
         if back:
@@ -134,7 +143,7 @@ class SglangSwitch(Base):
             try:
                 checks = [_systemd.UnitWatch(self.module.run_command, unit).problem]
             except Exception as e:  # pylint: disable=broad-except
-                self.fail("cannot watch unit %s: %s" % (unit, e), wait_failed=True, **result)
+                self.failed("cannot watch unit %s: %s" % (unit, e), result, wait_failed=True)
         try:
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks)
             if w["model"] and res.get("model") != w["model"]:
@@ -142,11 +151,17 @@ class SglangSwitch(Base):
         except _readiness.NotReady as e:
             lines = _systemd.tail(log_file) if back and log_file else [] if back else _systemd.journal(self.module.run_command, unit)
             result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None), log_lines=[self.redact(line) for line in lines])
-            self.fail("%s; then %s did not serve: %s" % (result["msg"], what, self.redact(str(e))), wait_failed=True,
-                      **result)
+            self.failed("%s; then %s did not serve: %s" % (result["msg"], what, self.redact(str(e))), result,
+                        wait_failed=True)
         res["wait_seconds"] = res.pop("elapsed")
         result.update(res, url=server.url)
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
+
+    def failed(self, msg, result, **extra):
+        """Fail with msg and what result holds so far (its own msg, the switch's steps, is replaced)."""
+        out = dict(result, **extra)
+        out.pop("msg", None)
+        self.fail(msg, **out)
 
     def keep_record(self, result, outcome, insp, back):
         """The record: what the controller gave, completed with what the switch and the wait found; written
@@ -160,6 +175,12 @@ class SglangSwitch(Base):
             old = dict(rec.get("old") or {}, family=[x["pid"] for x in insp["family"]])
             downtime, load = result.get("downtime"), result.get("ready_after")
             stages = dict(rec.get("stages_sec") or {}, switch=result["elapsed"])
+            installed = result.get("installed")
+            if installed:
+                stages["unit"] = installed["seconds"]
+                stages["switch"] = round(stages["switch"] - installed["seconds"], 3)
+                rec.update(unit_path=installed["unit_path"], unit_checksum=installed["checksum"],
+                           environment_names=installed["environment_names"])
             if load is not None:
                 stages["verify"] = result.get("wait_seconds")
             rec.update(action=result["action"], old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
@@ -170,7 +191,7 @@ class SglangSwitch(Base):
             files = _record.files(given["dir"], "rollback" if back else "cutover", rec) if given["dir"] else []
             result["report"] = _record.report(rec)
         except ValueError as e:
-            self.fail(str(e), **result)
+            self.failed(str(e), result)
         result["record"] = rec
         result["record_written"] = [f.path for f in files if f.differs]
         self.write_files(files, **result)

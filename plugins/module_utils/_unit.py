@@ -44,6 +44,12 @@ def with_wants(text, units):
     return "\n".join(lines)
 
 
+def names(environment):
+    """The variable names an environment file's text sets, sorted."""
+    return sorted(set(line.split("=", 1)[0].strip() for line in environment.splitlines()
+                      if "=" in line and not line.lstrip().startswith("#")))
+
+
 def verify(run, text, service):
     """None when systemd-analyze accepts the unit's text as `service`, else what it said."""
     folder = tempfile.mkdtemp(prefix="inferops-unit-")

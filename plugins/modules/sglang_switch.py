@@ -34,6 +34,11 @@ description:
     downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to
     O(record.dir) as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the folder 0700); the
     same files as M(inferops.sglang.cutover_record) writes.
+  - With O(install), first of all the unit, its environment file and its readiness gate are put in place as
+    M(inferops.sglang.sglang_unit) does (verified with C(systemd-analyze verify) when the unit changed - a rejected
+    unit fails the module with nothing written and nothing stopped -, written when they differ, enabled, the
+    daemon reloaded); in check mode they are only compared (diff mode shows them, the environment masked). When
+    the unit serves the port and what it runs changed, the switch restarts it as with O(restart).
   - When the unit already serves the port, nothing happens unless O(restart) (the cutover sets it when the unit,
     its environment or the venv changed), the unit is stopped (its own drain budget) and started again the same way.
 author: inferops.sglang maintainers (@inferops)
@@ -81,6 +86,39 @@ options:
   timeout:
     description: Seconds to wait for the switch (it goes on on the host after that). Default O(drain) + 120.
     type: float
+  install:
+    description: The unit's files as rendered by the P(inferops.sglang.systemd_unit#role) role (its C(render)
+      entry point), put in place before the preflight. With O(target=unit) only.
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      unit:
+        description: The unit file's text.
+        type: str
+        required: true
+      environment:
+        description: The environment file's text (secrets included; written 0600).
+        type: str
+        default: ""
+      environment_path:
+        description: Where the environment file goes (its folder 0700). Without it, no environment file.
+        type: path
+      gate:
+        description: The readiness gate's text (written 0644).
+        type: str
+        default: ""
+      gate_path:
+        description: Where the readiness gate goes. Without it, no gate.
+        type: path
+      wants:
+        description: Units added to C(Wants=) and C(After=) where the host has them.
+        type: list
+        elements: str
+        default: []
+      unit_dir:
+        description: Where unit files go.
+        type: path
+        default: /etc/systemd/system
   wait:
     description: Wait for what the switch started until it serves (nothing is waited for in check mode).
     type: dict
@@ -121,7 +159,8 @@ attributes:
     support: full
     details: Runs the preflight and says what the switch would do.
   diff_mode:
-    support: none
+    support: full
+    details: With O(install), the unit's and the gate's text, the environment file's names (values masked).
   platform:
     platforms: linux
     support: full
@@ -205,6 +244,12 @@ started_at:
   returned: when the switch ran
   type: float
   sample: 1796000000.5
+installed:
+  description: What O(install) found and did, as M(inferops.sglang.sglang_unit) returns it (C(changed_files),
+    C(checksum), C(environment_names), C(reloaded), C(enabled_changed), C(seconds)...).
+  returned: with O(install)
+  type: dict
+  sample: {unit: sglang.service, changed_files: [/etc/systemd/system/sglang.service], reloaded: true, seconds: 0.31}
 ready_after:
   description: Seconds from the switch's end until the server it started was ready.
   returned: with O(wait), when something was started
@@ -267,6 +312,15 @@ def main():
             executable=dict(type="path"),
             devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             timeout=dict(type="float"),
+            install=dict(type="dict", options=dict(
+                unit=dict(type="str", required=True),
+                environment=dict(type="str", default="", no_log=True),
+                environment_path=dict(type="path"),
+                gate=dict(type="str", default=""),
+                gate_path=dict(type="path"),
+                wants=dict(type="list", elements="str", default=[]),
+                unit_dir=dict(type="path", default="/etc/systemd/system"),
+            )),
             wait=dict(type="dict", options=dict(
                 url=dict(type="str", required=True),
                 api_key=dict(type="str", no_log=True),

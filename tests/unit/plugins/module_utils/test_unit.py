@@ -1,5 +1,5 @@
 """A unit's text before it is installed: optional dependencies added where the host has them."""
-from ansible_collections.inferops.sglang.plugins.module_utils._unit import with_wants
+from ansible_collections.inferops.sglang.plugins.module_utils._unit import names, with_wants
 
 UNIT = "# managed\n[Unit]\nDescription=x\nWants=network-online.target\nAfter=network-online.target\n\n[Service]\nAfter=no\n"
 
@@ -32,3 +32,9 @@ def test_systemd_analyze_accepts_a_good_unit_and_names_what_is_wrong_with_a_bad_
     assert verify(run, good, "x.service") is None
     why = verify(run, good.replace("/bin/sleep", "/opt/missing/bin/python"), "x.service")
     assert "/opt/missing/bin/python" in why and "x.service" in why and "inferops-unit-" not in why
+
+
+def test_the_names_an_environment_file_sets():
+    text = "# managed\nPATH=/opt/v/bin:/usr/bin\nINFEROPS_API_KEY=\"a=b\"\n  # a comment=x\nHF_HOME=/data\n\n"
+    assert names(text) == ["HF_HOME", "INFEROPS_API_KEY", "PATH"]
+    assert names("") == []

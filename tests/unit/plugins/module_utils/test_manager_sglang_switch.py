@@ -1,0 +1,94 @@
+"""sglang_switch's wait and record, after the switch: against the SGLang double on loopback (the captured command
+started again), a process that dies, and the record it keeps. The detached switch itself is test_switch.py's."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
+from tests.unit.plugins.module_utils.test_readiness import server  # noqa: F401  pylint: disable=unused-import
+
+
+class Failed(Exception):
+    pass
+
+
+class Module:
+    """What the manager uses of AnsibleModule."""
+
+    check_mode = False
+    _diff = False
+
+    def __init__(self, **params):
+        self.params = dict(dict(redact=[], record=None, wait=None), **params)
+
+    def fail_json(self, **result):
+        raise Failed(result)
+
+    def run_command(self, argv):
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        return p.returncode, p.stdout, p.stderr
+
+
+def wait(url, **kw):
+    return dict(dict(url=url, api_key=None, model=None, generate=False, timeout=20.0), **kw)
+
+
+STEPS = [{"step": "stop server", "seconds": 0.2}, {"step": "start captured command", "seconds": 0.01}]
+
+
+def test_the_captured_command_serves_and_the_rollback_is_recorded(server, tmp_path):  # noqa: F811
+    p = server()
+    mgr = SglangSwitch(Module(wait=wait(p.url, generate=True),
+                              record=dict(dir=str(tmp_path / "30000"), data={"host": "h", "port": 30000,
+                                                                             "failure": "unit failed"})))
+    result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, downtime=0.21, pid_started=p.pid, action="rollback")
+    outcome = dict(pid_started=p.pid, began=1796058514.5)
+    mgr.serve(result, outcome, "sglang.service", str(tmp_path), back=True)
+    assert result["ready_after"] > 1.0 and result["model"] and result["generated"]
+    assert result["msg"].startswith("rollback: stop server 0.20 s; the captured command ready after")
+    mgr.keep_record(result, outcome, {"family": [], "gpus": []}, back=True)
+    record = json.loads((tmp_path / "30000" / "last.json").read_text())
+    assert record == dict(host="h", port=30000, failure="unit failed", time=1796058514.5, action="rollback",
+                          rollback_steps=STEPS, rollback_downtime_sec=0.21, pid_started=p.pid,
+                          ready_after_sec=result["ready_after"])
+    assert (tmp_path / "30000" / "rollback-20261130T170834Z.json").exists()
+    assert "# Rollback of port 30000 on h" in (tmp_path / "30000" / "last.md").read_text()
+    assert sorted(result["record_written"]) == sorted(str(tmp_path / "30000" / n) for n in (
+        "last.json", "last.md", "rollback-20261130T170834Z.json"))
+
+
+def test_what_the_switch_started_dies_and_the_failure_says_so_with_the_steps_and_its_log(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    log = tmp_path / "sglang.log"
+    log.write_text("loading\nRuntimeError: CUDA out of memory\n")
+    (tmp_path / "capture.json").write_text(json.dumps({"stdout": str(log)}))
+    mgr = SglangSwitch(Module(wait=wait("http://127.0.0.1:9", timeout=30.0),
+                              record=dict(dir=str(tmp_path / "rec"), data={"host": "h"})))
+    result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, action="rollback")
+    with pytest.raises(Failed) as e:
+        mgr.serve(result, dict(pid_started=dead.pid, began=1796058514.5), "sglang.service", str(tmp_path), back=True)
+    out = e.value.args[0]
+    assert out["wait_failed"] and out["steps"] == STEPS and out["log_lines"][-1] == "RuntimeError: CUDA out of memory"
+    assert out["msg"] == ("rollback: stop server 0.20 s; then the captured command did not serve: pid %d exited"
+                          % dead.pid)
+    assert out["wait_seconds"] < 5 and not (tmp_path / "rec").exists()
+
+
+def test_the_cutover_record_is_completed_on_the_host(tmp_path):
+    mgr = SglangSwitch(Module(record=dict(dir=str(tmp_path), data={"host": "h", "port": 30000, "old": {"pid": 7},
+                                                                   "stages_sec": {"discover": 0.4}})))
+    result = dict(msg="switch", action="switch", steps=STEPS, downtime=0.3, ready_after=11.0, wait_seconds=11.2,
+                  model="m", generated="OK", sglang_version="0.5.23", elapsed=1.5,
+                  installed=dict(seconds=0.5, unit_path="/etc/systemd/system/s.service", checksum="ab",
+                                 environment_names=["A"]))
+    mgr.keep_record(result, dict(began=1796058514.5), {"family": [{"pid": 7}, {"pid": 8}], "gpus": [0, 1]}, back=False)
+    rec = json.loads((tmp_path / "last.json").read_text())
+    assert rec["old"] == {"pid": 7, "family": [7, 8]} and rec["gpus"] == [0, 1] and rec["generated"] is True
+    assert rec["stages_sec"] == {"discover": 0.4, "unit": 0.5, "switch": 1.0, "verify": 11.2}
+    assert rec["downtime_until_ready_sec"] == 11.3 and rec["load_sec"] == 11.0 and rec["model"] == "m"
+    unit = (rec["unit_path"], rec["unit_checksum"], rec["environment_names"])
+    assert unit == ("/etc/systemd/system/s.service", "ab", ["A"])
+    assert result["report"].startswith("# Cutover of port 30000 on h") and (tmp_path / "cutover-20261130T170834Z.json").exists()
