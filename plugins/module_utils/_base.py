@@ -28,6 +28,12 @@ class Base:
     def fail(self, msg, **result):
         self.module.fail_json(msg=msg, **result)
 
+    def failed(self, msg, result, **extra):
+        """Fail with msg and what result holds so far (a msg of its own is replaced)."""
+        out = dict(result, **extra)
+        out.pop("msg", None)
+        self.fail(msg, **out)
+
     def write_files(self, files, **result):
         """Write each _files.File that differs (nothing in check mode); a failed write fails the module."""
         for f in files:
@@ -35,8 +41,7 @@ class Base:
                 try:
                     f.write()
                 except OSError as e:
-                    result.pop("msg", None)
-                    self.fail("could not write %s: %s" % (f.path, e), **result)
+                    self.failed("could not write %s: %s" % (f.path, e), result)
 
     def elapsed(self):
         return round(time.monotonic() - self.t0, 3)

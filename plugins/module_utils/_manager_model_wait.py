@@ -31,8 +31,7 @@ class ModelWait(Base):
             start = _procfs.starttime(p["pid"])
             if start is None:
                 self.fail("pid %d is not running: the server cannot come up" % p["pid"], **self.logs())
-            identity = (p["pid"], start)
-            checks.append(lambda: None if _procfs.is_alive(identity) else "pid %d exited" % p["pid"])
+            checks.append(process_alive(p["pid"], start))
         if p["unit"]:
             try:
                 watch = _systemd.UnitWatch(self.module.run_command, p["unit"])
@@ -52,10 +51,20 @@ class ModelWait(Base):
 
     def logs(self):
         p = self.params
-        if p["unit"]:
-            lines = _systemd.journal(self.module.run_command, p["unit"], p["lines"])
-        elif p["log_file"]:
-            lines = _systemd.tail(p["log_file"], p["lines"])
-        else:
-            return {}
-        return {"log_lines": [self.redact(line) for line in lines]}
+        return {"log_lines": log_lines(self, p["unit"], p["log_file"], p["lines"])} if p["unit"] or p["log_file"] else {}
+
+
+def process_alive(pid, start):
+    """A wait's check (model_wait's, sglang_switch's): None while the process (pid, its start time) runs."""
+    return lambda: None if start is not None and _procfs.is_alive((pid, start)) else "pid %s exited" % pid
+
+
+def log_lines(mgr, unit=None, log_file=None, lines=20):
+    """The end of the unit's journal, else of the log file, with mgr's secrets masked ([] with neither)."""
+    if unit:
+        found = _systemd.journal(mgr.module.run_command, unit, lines)
+    elif log_file:
+        found = _systemd.tail(log_file, lines)
+    else:
+        found = []
+    return [mgr.redact(line) for line in found]

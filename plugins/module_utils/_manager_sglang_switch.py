@@ -14,8 +14,9 @@ import re
 import subprocess
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness, _record, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _files, _procfs, _readiness, _record, _switch, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import log_lines, process_alive
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
@@ -135,10 +136,9 @@ class SglangSwitch(Base):
         what = "the captured command" if back else unit
         log_file = None
         if back:
-            identity = (outcome.get("pid_started"), _procfs.starttime(outcome.get("pid_started") or 0))
-            checks = [lambda: None if identity[1] is not None and _procfs.is_alive(identity)
-                      else "pid %s exited" % identity[0]]
-            log_file = (_switch.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
+            pid = outcome.get("pid_started")
+            checks = [process_alive(pid, _procfs.starttime(pid or 0))]
+            log_file = (_files.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
         else:
             try:
                 checks = [_systemd.UnitWatch(self.module.run_command, unit).problem]
@@ -149,19 +149,13 @@ class SglangSwitch(Base):
             if w["model"] and res.get("model") != w["model"]:
                 raise _readiness.NotReady("%s serves %s; %s was served before" % (what, res.get("model"), w["model"]), res)
         except _readiness.NotReady as e:
-            lines = _systemd.tail(log_file) if back and log_file else [] if back else _systemd.journal(self.module.run_command, unit)
-            result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None), log_lines=[self.redact(line) for line in lines])
+            result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None),
+                          log_lines=log_lines(self, None if back else unit, log_file))
             self.failed("%s; then %s did not serve: %s" % (result["msg"], what, self.redact(str(e))), result,
                         wait_failed=True)
         res["wait_seconds"] = res.pop("elapsed")
         result.update(res, url=server.url)
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
-
-    def failed(self, msg, result, **extra):
-        """Fail with msg and what result holds so far (its own msg, the switch's steps, is replaced)."""
-        out = dict(result, **extra)
-        out.pop("msg", None)
-        self.fail(msg, **out)
 
     def keep_record(self, result, outcome, insp, back):
         """The record: what the controller gave, completed with what the switch and the wait found; written
