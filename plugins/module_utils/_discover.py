@@ -12,6 +12,7 @@ import binascii
 import grp
 import os
 import pwd
+import re
 import socket
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _procfs
@@ -81,8 +82,18 @@ def main_process(pid, procs):
     return proc
 
 
+# A command that starts an SGLang server: `python -m sglang.launch_server ...`, or the console script every wheel
+# since 0.5.5 ships, `sglang serve ...` (in /proc: `/venv/bin/python3 /venv/bin/sglang serve ...`).
+_SERVER_COMMAND = re.compile(r"sglang\.launch_server\b|(?:^|[\s/'\"=])sglang\s+serve(?:\s|$)")
+
+
+def is_sglang_command(text):
+    """Whether a command line (or a script's, a crontab's line) starts an SGLang server."""
+    return bool(_SERVER_COMMAND.search(text))
+
+
 def is_sglang(proc):
-    return "sglang.launch_server" in proc.cmdline
+    return is_sglang_command(proc.cmdline)
 
 
 def is_kin(proc, server):
@@ -133,7 +144,7 @@ def wrapper(server, procs):
                         text += "\n" + f.read(65536)
                 except OSError:
                     pass
-            if "launch_server" in text and any(w in text for w in ("while", "until", "for ")):
+            if is_sglang_command(text) and any(w in text for w in ("while", "until", "for ")):
                 return {"pid": p.pid, "kind": "shell loop", "cmdline": p.cmdline, "script": script}
     return None
 
@@ -228,7 +239,7 @@ def _lines(files=None):
 
 def launchers(port, scripts=(), files=None):
     """Lines that would start a server on `port` at boot: @reboot crontab lines and rc.local lines that run
-    sglang.launch_server (or one of `scripts`, a wrapper's), on this port (a line without --port: 30000).
+    an SGLang server (`sglang.launch_server`, `sglang serve`; or one of `scripts`, a wrapper's), on this port (a line without --port: 30000).
     [{path, lineno, line}]."""
     found = []
     for row in _lines(files):
@@ -237,7 +248,7 @@ def launchers(port, scripts=(), files=None):
             continue
         if "cron" in row["path"] and not text.startswith("@reboot"):
             continue
-        server = "sglang.launch_server" in text and (_port_of(text) or "30000") == str(port)
+        server = is_sglang_command(text) and (_port_of(text) or "30000") == str(port)
         if server or any(s and s in text for s in scripts):
             found.append(row)
     return found
