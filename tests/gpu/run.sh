@@ -12,7 +12,7 @@
 #    orphan of ORPHAN_GIB GiB that escapes the process group); in real-GPU mode each scheduler builds a real
 #    NCCL communicator (world size --tp); an unrelated torch job holding TORCH_GIB GiB; a decoy named
 #    nvidia-persistenced holding /dev/nvidiactl. Then validate.yml with ansible-playbook -c local.
-# 3. The role again with nccl_env_state=absent, and the probe again.
+# 3. The role again with nccl_env_state=absent, and the probe again (NCCL_DEBUG given in its environment).
 # Results (JSON, logs, summary.md) go to OUTDIR; PORT_A, PORT_B and LOAD_TIMEOUT (s) change the defaults.
 # Without nvidia-smi it rehearses the same steps on the CPU, with regular files as device nodes and no CUDA. Needs ansible-core importable and ansible-playbook on PATH.
 set -euo pipefail
@@ -68,9 +68,11 @@ bare=(env -i "PATH=$PATH" "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}" "TORCH_SYMM_
       "NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}" "$mark")
 
 rc=0
-nccl_step() {  # STATE: the role, then the probe with the bare environment
-  playbook "$root/tests/gpu/nccl.yml" -e "venv=$work/venv state=$1 outdir=$out" > "$out/ansible-nccl-$1.log" 2>&1 || rc=1
-  "${bare[@]}" "$vpy" "$root/tests/gpu/nccl_probe.py" > "$out/nccl-probe-$1.log" 2>&1 || rc=1
+nccl_step() {  # STATE [VAR=VALUE...]: the role, then the probe with the bare environment (and the variables given)
+  local state=$1
+  shift
+  playbook "$root/tests/gpu/nccl.yml" -e "venv=$work/venv state=$state outdir=$out" > "$out/ansible-nccl-$state.log" 2>&1 || rc=1
+  "${bare[@]}" "$@" "$vpy" "$root/tests/gpu/nccl_probe.py" > "$out/nccl-probe-$state.log" 2>&1 || rc=1
 }
 nccl_step present
 
@@ -106,7 +108,8 @@ for what in decoy torch_job; do
   if kill -0 "${!what}" 2>/dev/null; then echo "$what alive" >> "$out/mode.txt"; else echo "$what DEAD" >> "$out/mode.txt"; rc=1; fi
 done
 
-nccl_step absent
+# NCCL's log asked for explicitly this time: it shows what NCCL reads once the .pth is gone.
+nccl_step absent NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV
 "$py" "$root/tests/gpu/summarise.py" "$out" "$mode" > "$out/summary.md" || rc=1
 cat "$out/summary.md"
 exit $rc

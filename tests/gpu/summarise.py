@@ -106,12 +106,14 @@ def nccl(out, mode):
                 m = SET_BY_ENV.search(line)
                 if m:
                     read.setdefault(line.split(" ")[0], {})[m.group(1)] = m.group(2)
-            shown = [line for line in lines if SET_BY_ENV.search(line) or " sees {" in line or "all-reduce" in line]
+            shown = [line for line in lines
+                     if SET_BY_ENV.search(line) or " sees {" in line or "all-reduce" in line or "NCCL version" in line or " - Init " in line]
             print("%s:\n\n```\n%s\n```\n" % (log.name, "\n".join(shown) or "(no NCCL line, no rank output)"))
             if mode == "gpu":
                 reduced = [line for line in lines if "all-reduce over" in line]
                 seen = dict((k, v) for r in read.values() for k, v in r.items() if k in PROFILE)
-                if not reduced or bool(seen) != bool(want) or any(want.get(k) != v for k, v in seen.items()):
+                logged = any("NCCL_NVLS_ENABLE" in r for r in read.values())  # set by run.sh: NCCL's log was on
+                if not reduced or not logged or bool(seen) != bool(want) or any(want.get(k) != v for k, v in seen.items()):
                     print("**unexpected**: want an all-reduce and %s\n" % (
                         "the profile's values read by NCCL" if want else "none of the profile's variables read"))
                     ok = False
