@@ -175,7 +175,7 @@ class GpuRelease(ProcessBase):
                 back = _nvidia.memory_back(smi, before, [h.proc.pid for h in targets], p["timeout"])
             except Exception as e:  # pylint: disable=broad-except
                 self.fail("reading nvidia-smi failed: %s" % e, **result)
-            result.update(after=back["after"], memory=dict(waited=back["waited"], gpus=back["gpus"]))
+            result.update(after=back["after"], memory=dict((k, back[k]) for k in ("waited", "unlisted", "readings", "gpus")))
             if not back["complete"]:
                 self.fail("GPU memory of released processes is not back after %g s: %s" % (
                     p["timeout"], _memory_left(back)), **result)

@@ -141,16 +141,21 @@ def memory_back(smi, before, pids, timeout, interval=0.1, tolerance=MEMORY_TOLER
     What the processes that stay allocate or free meanwhile is counted out, so a busy neighbour neither
     holds the wait up nor ends it early.
 
-    Returns {'complete': bool (False when the timeout came first), 'waited': seconds, 'after': the last
-    reading, 'gpus': [{index, held_mib, dropped_mib, memory_used_mib}] for each GPU where they held memory}.
+    Returns {'complete': bool (False when the timeout came first), 'waited': seconds, 'unlisted': seconds
+    until nvidia-smi listed none of them (None if it still does), 'readings': how many were taken, 'after':
+    the last reading, 'gpus': [{index, held_mib, dropped_mib, memory_used_mib}] for each GPU where they held
+    memory}.
     """
     pids = set(pids)
     held = _by_gpu(before, lambda pid: pid in pids)
     others_before = _by_gpu(before, lambda pid: pid not in pids)
     used_before = dict((g["index"], g["memory_used_mib"] or 0) for g in before["gpus"])
     t0 = time.monotonic()
+    unlisted = None
+    readings = 0
     while True:
         after = smi.reading()
+        readings += 1
         others = _by_gpu(after, lambda pid: pid not in pids)
         rows = []
         for g in after["gpus"]:
@@ -160,11 +165,13 @@ def memory_back(smi, before, pids, timeout, interval=0.1, tolerance=MEMORY_TOLER
                 rows.append({"index": i, "held_mib": held[i], "dropped_mib": dropped,
                              "memory_used_mib": g["memory_used_mib"]})
         listed = pids & set(a["pid"] for a in after["compute_apps"])
-        complete = not listed and all(r["dropped_mib"] >= r["held_mib"] - tolerance for r in rows)
         waited = time.monotonic() - t0
+        if not listed and unlisted is None:
+            unlisted = round(waited, 3)
+        complete = not listed and all(r["dropped_mib"] >= r["held_mib"] - tolerance for r in rows)
         if complete or waited >= timeout:
-            return {"complete": complete, "waited": round(waited, 3), "after": after, "gpus": rows,
-                    "listed": sorted(listed)}
+            return {"complete": complete, "waited": round(waited, 3), "unlisted": unlisted, "readings": readings,
+                    "after": after, "gpus": rows, "listed": sorted(listed)}
         time.sleep(interval)
 
 

@@ -142,12 +142,14 @@ after:
   sample: {time: 1796000003.2, gpus: [{index: 0, memory_used_mib: 0}], compute_apps: []}
 memory:
   description:
-    - The wait for the memory, from the end of the stop. RV(memory.gpus) has, for each GPU where the released
-      processes held memory, what they held (nvidia-smi's per-process figures before) and how far
-      C(memory.used) dropped, counting out what the processes that stay allocated or freed meanwhile.
+    - The wait for the memory, from the end of the stop, in seconds (RV(memory.waited)), with when nvidia-smi
+      stopped listing the released processes (RV(memory.unlisted)) and how many readings it took.
+    - RV(memory.gpus) has, for each GPU where the released processes held memory, what they held (nvidia-smi's
+      per-process figures before) and how far C(memory.used) dropped, counting out what the processes that
+      stay allocated or freed meanwhile.
   returned: when nvidia-smi exists and something was released
   type: dict
-  sample: {waited: 0.31, gpus: [{index: 0, held_mib: 4614, dropped_mib: 4623, memory_used_mib: 0}]}
+  sample: {waited: 0.31, unlisted: 0.12, readings: 4, gpus: [{index: 0, held_mib: 4614, dropped_mib: 4623, memory_used_mib: 0}]}
 memory_released_after:
   description: Seconds from the module's start until the released processes' memory was back.
   returned: when nvidia-smi exists and something was released

@@ -70,8 +70,10 @@ def stop(res):
             print("\nnvidia-smi %s the release: memory.used %s MiB; compute apps (pid MiB): %s" % (
                 key, [g["memory_used_mib"] for g in rel[key]["gpus"]], apps(rel[key])))
     if "memory" in rel:
-        print("\nMemory back: waited %.3f s after the stop for %s; %.3f s after gpu_release started." % (
-            rel["memory"]["waited"], rel["memory"]["gpus"], rel["memory_released_after"]))
+        m = rel["memory"]
+        print("\nMemory back %.3f s after the stop (%d nvidia-smi readings; the released processes unlisted after "
+              "%s s), %.3f s after gpu_release started: %s" % (
+                  m["waited"], m["readings"], m["unlisted"], rel["memory_released_after"], m["gpus"]))
     fin = res.get("gpu_release query after", {})
     if fin:
         print("\nRight after: targets (a cutover of A would call them strays) %s; protected %s" % (

@@ -167,8 +167,8 @@ def test_memory_back_waits_past_the_list_for_the_memory(smi_readings):
     back = _nvidia.memory_back(smi, before, [A], timeout=10, interval=0.01)
     assert back["complete"] and back["listed"] == []
     assert back["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
-    assert count() == 5 and back["after"]["gpus"][0]["memory_used_mib"] == 20015
-    assert back["waited"] > 0
+    assert count() == 5 and back["readings"] == 4 and back["after"]["gpus"][0]["memory_used_mib"] == 20015
+    assert 0 < back["unlisted"] < back["waited"]
 
 
 def test_memory_back_counts_out_what_neighbours_allocate_or_free(smi_readings):
@@ -267,7 +267,8 @@ def test_gpu_release_returns_once_the_memory_is_back(run, devices, tmp_path, mon
     assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
     assert r["after"]["gpus"] == [{"index": 0, "memory_used_mib": 20015}]
     assert r["memory"]["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
-    assert 0 < r["memory"]["waited"] <= r["memory_released_after"]
+    assert 0 < r["memory"]["unlisted"] < r["memory"]["waited"] <= r["memory_released_after"]
+    assert r["memory"]["readings"] >= 4
 
 
 def test_gpu_release_fails_when_the_memory_is_not_back_in_time(run, devices, tmp_path, monkeypatch):
