@@ -73,7 +73,7 @@ def stop(res):
         m = rel["memory"]
         print("\nMemory back %.3f s after the stop (%d nvidia-smi readings; the released processes unlisted after "
               "%s s), %.3f s after gpu_release started: %s" % (
-                  m["waited"], m["readings"], m["unlisted"], rel["memory_released_after"], m["gpus"]))
+                  m["waited"], m.get("readings", 0), m.get("unlisted"), rel["memory_released_after"], m["gpus"]))
     fin = res.get("gpu_release query after", {})
     if fin:
         print("\nRight after: targets (a cutover of A would call them strays) %s; protected %s" % (
