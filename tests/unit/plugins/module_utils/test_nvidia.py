@@ -289,3 +289,26 @@ def test_gpu_release_fails_when_the_memory_is_not_back_in_time(run, devices, tmp
     assert r["failed"] and r["changed"] and holder.poll() is not None
     assert r["msg"] == ("GPU memory of released processes is not back after 0.5 s: "
                         "GPU 0 dropped 0 of the 4614 MiB they held")
+
+
+def test_the_switch_release_waits_for_the_memory_too(run, devices, tmp_path, monkeypatch):
+    from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+
+    holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
+    d = tmp_path / "lagging"
+    d.mkdir()
+    (d / "pid").write_text(str(holder.pid))
+    exe = tmp_path / "lagging-bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text(LAGGING_SMI % (d, 3))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
+    plan = dict(id="m", action="start", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(tmp_path),
+                drain=1.0, release_strays=False, devices=globs(devices))
+    before = {"family": [{"pid": holder.pid, "starttime": _procfs.starttime(holder.pid)}], "strays": [], "gpus": [0]}
+    detail = _switch.Worker(plan, run=run_command).release(before)
+    assert detail["released"] == [holder.pid] and holder.poll() is not None
+    assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
+    assert detail["memory_back"] is True and detail["memory_used_mib"] == {0: 20015}
+    assert detail["memory_freed"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
+    assert detail["memory_wait"] > 0
