@@ -140,7 +140,7 @@ class SglangSwitch(Base):
         if back:
             pid = outcome.get("pid_started")
             checks = [process_alive(pid, _procfs.starttime(pid or 0)), _discover.SchedulerWatch(pid=pid).problem]
-            gates = [lambda: _discover.listener_problem(self.params["port"], pid=pid)]
+            gates = [lambda: _discover.listener_problem(server.port, pid=pid)]
             log_file = (_files.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
         else:
             try:
@@ -148,7 +148,7 @@ class SglangSwitch(Base):
             except Exception as e:  # pylint: disable=broad-except
                 self.failed("cannot watch unit %s: %s" % (unit, e), result, wait_failed=True)
             checks = [watch.problem, _discover.SchedulerWatch(unit=unit).problem]
-            gates = [lambda: _discover.listener_problem(self.params["port"], unit=unit), watch.active]
+            gates = [lambda: _discover.listener_problem(server.port, unit=unit), watch.active]
         try:
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
                                   gates=gates)
