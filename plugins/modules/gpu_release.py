@@ -150,6 +150,20 @@ memory:
   returned: when nvidia-smi exists and something was released
   type: dict
   sample: {waited: 0.31, unlisted: 0.12, readings: 4, gpus: [{index: 0, held_mib: 4614, dropped_mib: 4623, memory_used_mib: 0}]}
+  contains:
+    waited:
+      description: Seconds from the end of the stop until the memory was back (or the timeout).
+      type: float
+    unlisted:
+      description: Seconds from the end of the stop until nvidia-smi listed none of the released processes (null if it still did).
+      type: float
+    readings:
+      description: The nvidia-smi readings taken.
+      type: int
+    gpus:
+      description: Per GPU where they held memory, C(index), C(held_mib), C(dropped_mib) and C(memory_used_mib) at the end.
+      type: list
+      elements: dict
 memory_released_after:
   description: Seconds from the module's start until the released processes' memory was back.
   returned: when nvidia-smi exists and something was released

@@ -45,6 +45,7 @@ echo "mode=$mode baseline_mib=$baseline" | tee "$out/mode.txt"
 
 # Everything this run starts carries this variable, so that the end can stop exactly that.
 mark=INFEROPS_GPU_RUN=$work
+# shellcheck disable=SC2317  # run by the trap
 cleanup() {
   local p
   for p in /proc/[0-9]*; do
@@ -104,9 +105,11 @@ t1=$(date +%s.%N)
 echo "shared-host playbook wall time: $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}') s (server start included), rc=$rc" >> "$out/mode.txt"
 tail -n 25 "$out/ansible.log"
 [ "$mode" = gpu ] && nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$out/nvidia-smi-apps-after.csv"
-for what in decoy torch_job; do
-  if kill -0 "${!what}" 2>/dev/null; then echo "$what alive" >> "$out/mode.txt"; else echo "$what DEAD" >> "$out/mode.txt"; rc=1; fi
-done
+alive() {  # NAME PID
+  if kill -0 "$2" 2>/dev/null; then echo "$1 alive"; else echo "$1 DEAD"; rc=1; fi >> "$out/mode.txt"
+}
+alive decoy "$decoy"
+alive torch_job "$torch_job"
 
 # NCCL's log asked for explicitly this time: it shows what NCCL reads once the .pth is gone.
 nccl_step absent NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV
