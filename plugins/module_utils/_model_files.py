@@ -135,8 +135,8 @@ def summary(m):
         return "model: not measured"
     if not m.get("files"):
         return "model: %s" % (m.get("msg") or "no weight files found")
-    line = "model: %s in %d files, %d %% in the page cache, %s available" % (
-        size(m["bytes"]), m["files"], _pct(m.get("resident") or 0, m["bytes"]),
+    line = "model: %s in %d file%s, %d %% in the page cache, %s available" % (
+        size(m["bytes"]), m["files"], "" if m["files"] == 1 else "s", _pct(m.get("resident") or 0, m["bytes"]),
         size(m["available"]) if m.get("available") is not None else "? GB")
     w = m.get("warm")
     if w:
