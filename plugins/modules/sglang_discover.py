@@ -58,7 +58,7 @@ options:
     default: 600
   prewarm_margin_gib:
     description: GiB of C(MemAvailable) the warm leaves to everything else.
-    type: float
+    type: int
     default: 8
 attributes:
   check_mode:
@@ -186,7 +186,7 @@ def main():
             unit=dict(type="str"),
             prewarm=dict(type="str", choices=["auto", "off"], default="off"),
             prewarm_budget=dict(type="int", default=600),
-            prewarm_margin_gib=dict(type="float", default=8),
+            prewarm_margin_gib=dict(type="int", default=8),
             **REDACT_SPEC
         ),
         supports_check_mode=True,
