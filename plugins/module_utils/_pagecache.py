@@ -132,7 +132,8 @@ def warm(paths, margin, budget, readers=READERS, progress=None, every=5.0):
     out = {"read": 0, "seconds": 0.0, "readers": readers, "stopped": None, "errors": []}
     try:
         _warm(list(paths), margin, budget, readers, progress, every, t0, out)
-    except Exception as e:  # pylint: disable=broad-except  (a warm that fails must not fail what called it)
+    # a warm that fails must not fail what called it
+    except Exception as e:  # pylint: disable=broad-except
         out["errors"].append("%s: %s" % (type(e).__name__, e))
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
