@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-fleet readmes surveys
+.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys
 
 test:
 	bash tests/run.sh
@@ -29,6 +29,11 @@ bench-readiness bench-count:
 bench-cutover:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python -m pip install --quiet -r benchmarks/requirements.txt && python benchmarks/cutover_downtime.py
+
+# The new server's load with the model out of the page cache, cutover_prewarm off vs auto (RUNS=3 SIZE_GB=2).
+bench-prewarm:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
+	  python -m pip install --quiet -r benchmarks/requirements.txt && python benchmarks/prewarm.py
 
 bench-fleet:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python benchmarks/fleet.py

@@ -29,9 +29,10 @@ def sh(argv, **kw):
 class Testbed:
     """Containers named PREFIX-NAME for the given names, reached over SSH at their own address."""
 
-    def __init__(self, hosts, prefix="inferops-bench"):
+    def __init__(self, hosts, prefix="inferops-bench", volumes=()):
         self.hosts = list(hosts)
         self.prefix = prefix
+        self.volumes = ["-v%s" % v for v in volumes]  # podman -v SRC:DST[:OPTIONS] for each host
         self.inventory = None
         self.last_cpu = 0.0  # CPU seconds (user + system) the last ansible-playbook run took on the controller
         self.addresses = {}
@@ -54,8 +55,8 @@ class Testbed:
         sh(["podman", "rm", "-f", name])
         r = sh(["podman", "run", "-d", "--name", name, "--systemd", "always", "--ulimit", "nofile=1024:20000",
                 "--ulimit", "nproc=4096:4096",
-                "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % KEY, "-v", os.environ["INFEROPS_CGROUP_VOLUME"],
-                os.environ["INFEROPS_TESTBED_IMAGE"], "/lib/systemd/systemd"])
+                "-v", "%s.pub:/root/.ssh/authorized_keys:ro" % KEY, "-v", os.environ["INFEROPS_CGROUP_VOLUME"]]
+               + self.volumes + [os.environ["INFEROPS_TESTBED_IMAGE"], "/lib/systemd/systemd"])
         assert r.returncode == 0, r.stdout
 
     def booted(self, host, timeout=120):

@@ -10,7 +10,8 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import (
+    _discover, _files, _model_files, _pagecache, _procfs, _readiness, _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
@@ -23,14 +24,19 @@ class SglangDiscover(Base):
         p = self.params
         if not 0 < p["port"] < 65536:
             self.fail("port must be 1-65535, not %d" % p["port"])
+        if p["prewarm_budget"] < 0 or p["prewarm_margin_gib"] < 0:
+            self.fail("prewarm_budget and prewarm_margin_gib must be >= 0, not %r and %r"
+                      % (p["prewarm_budget"], p["prewarm_margin_gib"]))
         procs = _procfs.snapshot()
         pids = _discover.listeners(p["port"], procs)
         service = p["unit"] + ".service" if p["unit"] else None
         disabled = _discover.disabled_launchers(service) if service else []
         if not pids:
-            self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[], elapsed=self.elapsed(),
+            stored = _stored(p["capture_path"])
+            self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
                                   launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
-                                  stored=_stored(p["capture_path"]), msg="nothing listens on port %d" % p["port"])
+                                  stored=stored, msg="nothing listens on port %d" % p["port"],
+                                  model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
         server = _discover.main_process(pids[0], procs)
         fam = _discover.family_of(server, procs)
         cap = _discover.capture(server.pid)
@@ -72,8 +78,37 @@ class SglangDiscover(Base):
             result["stored"] = cap
         else:
             result["stored"] = _stored(p["capture_path"])
+        # what a switch will load: warm it now, while the old server serves (not when the unit serves already)
+        result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
+
+    def model_files(self, cap, warm):
+        """The weight files of the captured command, how much of them the page cache holds, and the warm's result
+        (with prewarm=auto, outside check mode, when warm is true), or None without a capture."""
+        p = self.params
+        if not cap or not cap.get("argv"):
+            return None
+        m = _model_files.locate(cap["argv"], cap.get("environment") or {}, cap.get("cwd"), cap.get("user"))
+        held = _pagecache.residency(m["paths"])
+        m.update(resident=held["resident"], available=_pagecache.mem_available(), errors=held["errors"], warm=None)
+        if p["prewarm"] == "off" or not m["files"]:
+            pass
+        elif self.module.check_mode:
+            m["warm_skipped"] = "check mode"
+        elif not warm:
+            m["warm_skipped"] = "the unit serves the port already"
+        elif held["resident"] >= m["bytes"]:
+            m["warm_skipped"] = "all resident"
+        else:
+            m["warm"] = _pagecache.warm(m["paths"], int(p["prewarm_margin_gib"] * _pagecache.GIB), p["prewarm_budget"],
+                                        progress=self._progress)
+        m["summary"] = _model_files.summary(m)
+        return m
+
+    def _progress(self, done):
+        self.module.log("sglang_discover prewarm: %s of %s read in %s s"
+                        % (_model_files.size(done["read"]), _model_files.size(done["planned"]), done["seconds"]))
 
 
 def _stored(path):

@@ -71,6 +71,7 @@ def report(r):
         "- old server: pid %s, %d processes: `%s`" % (old.get("pid"), len(old.get("family") or []), old.get("command")),
         "- downtime: %s s switch + %s s load = %s s until ready" % (
             r.get("downtime_switch_sec"), r.get("load_sec"), r.get("downtime_until_ready_sec")),
+        "- %s" % (r.get("model_cache") or {}).get("summary", "model: not measured"),
         "- stages: %s" % _stages(r.get("stages_sec")),
         "- switch steps: %s" % _steps(r.get("steps")),
         "",

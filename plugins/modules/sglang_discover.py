@@ -23,6 +23,10 @@ description:
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
     What it returns is redacted, except RV(stored); O(capture_path) receives the full capture, secrets included,
     mode 0600.
+  - Finds the captured command's weight files (its C(--model-path) folder, relative to its cwd, or the hub cache
+    snapshot a hub id resolves to under its C(HF_HUB_CACHE), C(HF_HOME) or C(HOME)) and measures how much of them
+    the page cache holds (C(mincore)), against C(MemAvailable). With O(prewarm=auto) it reads what is not resident,
+    while the server still serves, so that the next start of the server loads from memory.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
@@ -38,10 +42,29 @@ options:
   unit:
     description: The service (name without C(.service)) that serves the port once migrated.
     type: str
+  prewarm:
+    description:
+      - V(auto) reads the weight files' pages the page cache lacks (in order, with several readers and
+        C(posix_fadvise) hints), unless O(unit) serves the port already or the check mode is on; V(off) only measures.
+      - Never more than C(MemAvailable) minus O(prewarm_margin_gib) minus what of the files is resident already, and
+        nothing after O(prewarm_budget) seconds. Its progress goes to the host's log; an error is reported in
+        RV(model_files), never a failure.
+    type: str
+    choices: [auto, "off"]
+    default: "off"
+  prewarm_budget:
+    description: Seconds the warm may take (this call waits for it).
+    type: int
+    default: 600
+  prewarm_margin_gib:
+    description: GiB of C(MemAvailable) the warm leaves to everything else.
+    type: int
+    default: 8
 attributes:
   check_mode:
     support: full
-    details: Discovers as usual; says whether the capture file would change, without writing it.
+    details: Discovers as usual; says whether the capture file would change, without writing it; measures the page
+      cache without warming it.
   diff_mode:
     support: none
   platform:
@@ -127,6 +150,22 @@ stored:
   returned: when O(capture_path) is given
   type: dict
   sample: {argv: [python, -m, sglang.launch_server, --api-key, sk-...], cwd: /root, user: root}
+model_files:
+  description:
+    - The captured command's weight files (C(paths), how many C(files), their C(bytes)), how much of them the page
+      cache held (C(resident)), C(MemAvailable) (C(available)), both before any warm; the warm's result or null
+      (C(read) bytes, C(seconds), C(readers), C(resident_after), C(allowance), C(stopped) by C(memory) or
+      C(budget), C(errors)) or why there was none (C(warm_skipped)); and the C(summary) line. C(msg) says why no
+      files were found. Null without a capture.
+  returned: always
+  type: dict
+  sample: {model: /models/llama, path: /models/llama, files: 30, bytes: 141107412992, resident: 57853939712,
+           available: 1099511627776, paths: [/models/llama/model-00001-of-00030.safetensors], errors: [],
+           warm: {read: 83253473280, seconds: 41.2, readers: 4, resident_before: 57853939712,
+                  resident_after: 141107412992, available: 1099511627776, allowance: 1033069353984, stopped: null,
+                  errors: []},
+           summary: "model: 141 GB in 30 files, 41 % in the page cache, 1.1 TB available; warmed before the stop:
+             83 GB read in 41.2 s (4 readers), 100 % resident after"}
 capture:
   description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
   returned: when found
@@ -145,6 +184,9 @@ def main():
             port=dict(type="int", default=30000),
             capture_path=dict(type="path"),
             unit=dict(type="str"),
+            prewarm=dict(type="str", choices=["auto", "off"], default="off"),
+            prewarm_budget=dict(type="int", default=600),
+            prewarm_margin_gib=dict(type="int", default=8),
             **REDACT_SPEC
         ),
         supports_check_mode=True,

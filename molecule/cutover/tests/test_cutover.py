@@ -122,6 +122,20 @@ def test_capture_and_records(host):
     assert switch["finished"] and switch["error"] is None
 
 
+def test_the_record_says_how_much_of_the_model_the_page_cache_held_and_what_the_warm_read(host):
+    cache = json.loads(host.file(STATE + "/last.json").content_string)["model_cache"]
+    assert "- %s\n" % cache["summary"] in host.file(STATE + "/last.md").content_string and "paths" not in cache
+    if name(host) == "messy":  # its model is nowhere on the host
+        assert cache["files"] == 0 and "/models/tiny-llama is neither a folder nor in the hub cache" in cache["msg"]
+        return
+    size = V["model_bytes"]
+    assert cache["files"] == 1 and cache["bytes"] == size and cache["resident"] < size  # the prepare evicted them
+    warm = cache["warm"]
+    assert warm["errors"] == [] and warm["stopped"] is None and warm["read"] >= size - cache["resident"]
+    assert warm["resident_before"] == cache["resident"] and warm["resident_after"] == size
+    assert cache["summary"].startswith("model: 4.2 MB in 1 file, ") and "100 % resident after" in cache["summary"]
+
+
 def test_decoys_alive_and_untouched(host):
     """Everything that ran before and is not the server's family still runs, with the same start time."""
     before = host.file("/root/before.txt").content_string.splitlines()

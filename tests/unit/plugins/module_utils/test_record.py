@@ -69,3 +69,9 @@ def test_a_record_without_its_time_is_refused(tmp_path, bad):
 def test_a_relative_folder_is_refused():
     with pytest.raises(ValueError, match="absolute path"):
         _record.files("state/30000", "cutover", CUTOVER)
+
+
+def test_the_report_says_how_much_of_the_model_the_page_cache_held():
+    line = "model: 712 GB in 163 files, 41 % in the page cache, 1.1 TB available"
+    assert "\n- %s\n" % line in _record.report(dict(CUTOVER, model_cache={"files": 163, "summary": line}))
+    assert "\n- model: not measured\n" in _record.report(CUTOVER)
