@@ -72,10 +72,15 @@ def test_fails_at_once_when_the_main_process_dies(double, spawn):
 def test_fails_when_a_scheduler_is_killed(double, spawn):
     """SGLang before 0.5.15 waits for ever after a scheduler is SIGKILLed (OOM): the gate must not."""
     server = double("--tp", "2", load="30", version="0.5.9")
-    schedulers = wait_for(lambda: [p for p in _procfs.snapshot().values()
-                                   if p.cmdline.startswith("sglang::scheduler") and server.pid in _procfs.ancestors(p.pid)], 20)
+    def both():
+        found = [p for p in _procfs.snapshot().values()
+                 if p.cmdline.startswith("sglang::scheduler") and server.pid in _procfs.ancestors(p.pid)]
+        return found if len(found) == 2 else None
+
+    schedulers = wait_for(both, 20)  # tp 2: both retitled
     g = gate(server.port, spawn)
-    time.sleep(1.5)  # the gate has looked at the unit's processes at least once
+    watched = [g.stdout.readline() for dummy in schedulers]  # the gate says which schedulers it watches
+    assert sorted(watched) == sorted("watching %s (pid %d)\n" % (s.cmdline, s.pid) for s in schedulers)
     assert g.poll() is None
     os.kill(schedulers[0].pid, 9)
     out, err = g.communicate(timeout=10)
