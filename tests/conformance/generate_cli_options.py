@@ -9,9 +9,9 @@ import pathlib
 import pprint
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from realwheel import RealWheel  # noqa: E402  pylint: disable=wrong-import-position
-from versions import VERSIONS, wheel_path  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from tests.conformance.realwheel import RealWheel  # noqa: E402  pylint: disable=wrong-import-position
+from tests.conformance.versions import VERSIONS, wheel_path  # noqa: E402  pylint: disable=wrong-import-position
 
 TARGET = pathlib.Path(__file__).resolve().parents[1] / "sglang_double" / "sglang" / "_double" / "cli_options.py"
 HEADER = '''"""The real server's command-line options, per version: (option strings, dest, nargs), nargs 0 for no value.

@@ -11,6 +11,17 @@ FAULTS = frozenset({
     "never_healthy",      # stays in warm-up: /health 503 for ever
 })
 
+# the real wheels' console scripts (entry_points.txt), with the first version that has each; the double's
+# pyproject.toml installs them all, and killall_sglang refuses to run as a version that lacks it
+CONSOLE_SCRIPTS = {
+    "sglang": ("sglang.cli.main:main", "0.5.5"),
+    "killall_sglang": ("sglang.cli.killall:main", "0.5.15"),
+}
+
+
+def console_scripts(version):
+    return {name: target for name, (target, since) in CONSOLE_SCRIPTS.items() if at_least(version, since)}
+
 
 def vkey(version):
     return tuple(int(p) for p in version.split("."))

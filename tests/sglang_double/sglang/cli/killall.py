@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from sglang._double.config import at_least, emulated_version
+from sglang._double.config import console_scripts, emulated_version
 
 _SGLANG_PROCESS_PATTERNS = re.compile(
     r"sglang::|sglang\.launch_server|sglang\.bench|sglang\.data_parallel|sglang\.srt|sgl_diffusion::|sglang serve")
@@ -23,7 +23,7 @@ def _targets():
 
 def main():
     version = emulated_version()
-    if not at_least(version, "0.5.15"):
+    if "killall_sglang" not in console_scripts(version):
         sys.stderr.write("killall_sglang: not part of sglang %s\n" % version)
         return 127
     if not _targets():
