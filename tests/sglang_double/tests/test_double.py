@@ -3,10 +3,12 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from conftest import alive, children_of, cmdline, holders, wait_for
+from conftest import DOUBLE, alive, children_of, cmdline, console_script, holders, wait_for
 
 
 def stat_fields(pid):
@@ -321,3 +323,27 @@ def test_fault_never_healthy(double):
     wait_for(lambda: d.get("/v1/models")[0] == 200)
     time.sleep(1)
     assert d.get("/health")[0] == 503 and d.get("/ready")[0] == 503
+
+
+def test_killall_sglang_exists_from_0_5_15_and_skips_without_gpus(tmp_path):
+    script = console_script(tmp_path, "killall_sglang", "sglang.cli.killall")
+    env = dict(os.environ, PYTHONPATH=str(DOUBLE), PATH=str(tmp_path / "bin"), CUDA_VISIBLE_DEVICES="")
+    old = subprocess.run([sys.executable, str(script)], env=dict(env, SGLANG_DOUBLE_VERSION="0.5.9"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert old.returncode == 127 and "not part of sglang 0.5.9" in old.stderr
+    new = subprocess.run([sys.executable, str(script)], env=dict(env, SGLANG_DOUBLE_VERSION="0.5.23"),
+                         stdout=subprocess.PIPE, universal_newlines=True, check=False)
+    assert new.returncode == 0 and "No GPUs detected, skipping cleanup" in new.stdout and "SKIP" in new.stdout
+
+
+def test_the_version_installed_in_a_venv(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(DOUBLE))
+    from sglang._double import config  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.delenv("SGLANG_DOUBLE_VERSION", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert config.emulated_version() == "0.5.23"
+    (tmp_path / "sglang-double-version").write_text("0.5.9\n")
+    assert config.emulated_version() == "0.5.9"
+    monkeypatch.setenv("SGLANG_DOUBLE_VERSION", "0.5.15")
+    assert config.emulated_version() == "0.5.15"
