@@ -154,7 +154,7 @@ def keyed(tmp_path_factory):
         if version not in started:
             d = Running(tmp_path_factory.mktemp("keyed-" + version), version, ["--api-key", KEY, "--tp", "1"])
             started[version] = d
-            wait_for(lambda: get(d.port, "/v1/models", KEY) == 200 or d.proc.poll() is not None)
+            wait_for(lambda: get(d.port, "/v1/models", KEY) == 200 or d.proc.poll() is not None, timeout=60)
             assert d.proc.poll() is None, d.log.read_text()
         return started[version]
 
@@ -224,7 +224,7 @@ def test_process_titles(wheel, version, combo, run_double):
         found = {c: (pid, ppid) for pid, (ppid, c) in tree(d.proc.pid).items() if c.startswith("sglang::")}
         return found if every <= set(found) or d.proc.poll() is not None else None
 
-    titled = wait_for(titled)
+    titled = wait_for(titled, timeout=60)
     assert d.proc.poll() is None, d.log.read_text()
     schedulers = {c for c in titled if c not in (controller, detokenizer)}
     assert schedulers == want
