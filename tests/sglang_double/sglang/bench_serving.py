@@ -212,7 +212,7 @@ def run(args):
                 "std_%s_ms" % name: statistics.pstdev(xs) if xs else 0.0,
                 "p99_%s_ms" % name: percentile(xs, 99)}
 
-    result = {"backend": args.backend, "dataset_name": args.dataset_name, "model_id": model,
+    result = {"backend": args.backend, "dataset_name": args.dataset_name, "model_id": args.served_model_name or model,
               "request_rate": args.request_rate, "max_concurrency": args.max_concurrency,
               "random_input_len": args.random_input_len, "random_output_len": args.random_output_len,
               "random_range_ratio": args.random_range_ratio, "duration": duration, "completed": len(ok),
