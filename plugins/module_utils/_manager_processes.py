@@ -171,15 +171,14 @@ class GpuRelease(ProcessBase):
         if res.remaining:
             self.fail(self.stop_failure(res, [h.proc for h in targets]), **result)
         if before is not None:
-            gone = set(h.proc.pid for h in targets)
-            deadline = time.monotonic() + p["timeout"]
-            after = self.reading(smi, result, "after")
-            while after is not None and gone & set(a["pid"] for a in after["compute_apps"]):
-                if time.monotonic() >= deadline:
-                    self.fail("GPU memory of released processes is still in use after %.0f s: %s" % (
-                        p["timeout"], after["compute_apps"]), **result)
-                time.sleep(0.1)
-                after = self.reading(smi, result, "after")
+            try:
+                back = _nvidia.memory_back(smi, before, [h.proc.pid for h in targets], p["timeout"])
+            except Exception as e:  # pylint: disable=broad-except
+                self.fail("reading nvidia-smi failed: %s" % e, **result)
+            result.update(after=back["after"], memory=dict((k, back[k]) for k in ("waited", "unlisted", "readings", "gpus")))
+            if not back["complete"]:
+                self.fail("GPU memory of released processes is not back after %g s: %s" % (
+                    p["timeout"], _memory_left(back)), **result)
             result["memory_released_after"] = round(time.monotonic() - self.t0, 3)
         result.update(elapsed=self.elapsed(), msg="released %d process(es)" % len(rows))
         self.module.exit_json(**result)
@@ -193,3 +192,10 @@ class GpuRelease(ProcessBase):
             self.fail("reading nvidia-smi failed: %s" % e, **result)
         result[key] = r
         return r
+
+
+def _memory_left(back):
+    if back["listed"]:
+        return "nvidia-smi still lists pids %s" % back["listed"]
+    return ", ".join("GPU %d dropped %d of the %d MiB they held" % (r["index"], r["dropped_mib"], r["held_mib"])
+                     for r in back["gpus"])

@@ -20,6 +20,8 @@ from ansible_collections.inferops.sglang.plugins.module_utils._command import ti
 DEFAULT_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 _GPU_NODE = re.compile(r"nvidia(\d+)$")
 SMI_TIMEOUT = 20
+# memory.used and the per-process figures may differ by a context's bookkeeping: this much is not waited for
+MEMORY_TOLERANCE_MIB = 64
 
 
 def gpu_of(path):
@@ -110,12 +112,67 @@ class Smi:
         return rows
 
     def reading(self):
-        """{'time', 'gpus': [{index, memory_used_mib}], 'compute_apps': [{pid, name, used_memory_mib}]}."""
-        gpus = [{"index": int(r["index"]), "memory_used_mib": _num(r["memory.used"])}
-                for r in self._query("gpu", ["index", "memory.used"])]
-        apps = [{"pid": int(r["pid"]), "name": r["process_name"], "used_memory_mib": _num(r["used_memory"])}
-                for r in self._query("compute-apps", ["pid", "process_name", "used_memory"])]
+        """{'time', 'gpus': [{index, memory_used_mib}], 'compute_apps': [{pid, name, used_memory_mib, gpu}]}.
+
+        A compute app's gpu is the index of the GPU it runs on (None when nvidia-smi names a GPU it did
+        not list); its used_memory_mib is None where nvidia-smi cannot tell ([N/A] in some containers).
+        """
+        rows = self._query("gpu", ["index", "uuid", "memory.used"])
+        index = dict((r["uuid"], int(r["index"])) for r in rows)
+        gpus = [{"index": int(r["index"]), "memory_used_mib": _num(r["memory.used"])} for r in rows]
+        apps = [{"pid": int(r["pid"]), "name": r["process_name"], "used_memory_mib": _num(r["used_memory"]),
+                 "gpu": index.get(r["gpu_uuid"])}
+                for r in self._query("compute-apps", ["pid", "process_name", "used_memory", "gpu_uuid"])]
         return {"time": time.time(), "gpus": gpus, "compute_apps": apps}
+
+
+def _by_gpu(reading, keep):
+    """MiB that the compute apps answering keep(pid) hold, per GPU index: {index: MiB}."""
+    out = dict((g["index"], 0) for g in reading["gpus"])
+    for a in reading["compute_apps"]:
+        if a["gpu"] in out and keep(a["pid"]):
+            out[a["gpu"]] += a["used_memory_mib"] or 0
+    return out
+
+
+def memory_back(smi, before, pids, timeout, interval=0.1, tolerance=MEMORY_TOLERANCE_MIB):
+    """Waits until nvidia-smi lists none of `pids` and each GPU's memory.used has dropped by what they held
+    in `before` (a reading taken while they still ran): the list empties before the memory comes back.
+    What the processes that stay allocate or free meanwhile is counted out, so a busy neighbour neither
+    holds the wait up nor ends it early.
+
+    Returns {'complete': bool (False when the timeout came first), 'waited': seconds, 'unlisted': seconds
+    until nvidia-smi listed none of them (None if it still does), 'readings': how many were taken, 'after':
+    the last reading, 'gpus': [{index, held_mib, dropped_mib, memory_used_mib}] for each GPU where they held
+    memory}.
+    """
+    pids = set(pids)
+    held = _by_gpu(before, lambda pid: pid in pids)
+    others_before = _by_gpu(before, lambda pid: pid not in pids)
+    used_before = dict((g["index"], g["memory_used_mib"] or 0) for g in before["gpus"])
+    t0 = time.monotonic()
+    unlisted = None
+    readings = 0
+    while True:
+        after = smi.reading()
+        readings += 1
+        others = _by_gpu(after, lambda pid: pid not in pids)
+        rows = []
+        for g in after["gpus"]:
+            i = g["index"]
+            if held.get(i):
+                dropped = used_before[i] - (g["memory_used_mib"] or 0) + others[i] - others_before.get(i, 0)
+                rows.append({"index": i, "held_mib": held[i], "dropped_mib": dropped,
+                             "memory_used_mib": g["memory_used_mib"]})
+        listed = pids & set(a["pid"] for a in after["compute_apps"])
+        waited = time.monotonic() - t0
+        if not listed and unlisted is None:
+            unlisted = round(waited, 3)
+        complete = not listed and all(r["dropped_mib"] >= r["held_mib"] - tolerance for r in rows)
+        if complete or waited >= timeout:
+            return {"complete": complete, "waited": round(waited, 3), "unlisted": unlisted, "readings": readings,
+                    "after": after, "gpus": rows, "listed": sorted(listed)}
+        time.sleep(interval)
 
 
 def _num(text):

@@ -351,19 +351,17 @@ class Worker:
         procs = _procfs.snapshot()
         targets = [h.proc for h in _nvidia.holders(procs, self.plan["devices"])
                    if h.proc.identity in allowed and set(h.gpus) & set(before["gpus"]) and not h.proc.is_zombie]
+        smi = _nvidia.Smi(self.run)
+        held = smi.reading() if smi.available and before["gpus"] else None
         res = _signals.stop(targets, sig=15, escalate=9, grace=STRAY_GRACE, kill_wait=KILL_WAIT)
         if res.remaining:
             raise RuntimeError("GPU holders survived SIGKILL: %s" % res.remaining)
         detail = {"released": [t.pid for t in targets], "gpus": before["gpus"]}
-        smi = _nvidia.Smi(self.run)
-        if smi.available and before["gpus"]:
+        if held is not None:
             gone = set(t.pid for t in targets) | set(i[0] for i in allowed)
-            deadline = time.monotonic() + MEMORY_WAIT
-            reading = smi.reading()
-            while gone & set(a["pid"] for a in reading["compute_apps"]) and time.monotonic() < deadline:
-                time.sleep(0.1)
-                reading = smi.reading()
-            detail["memory_used_mib"] = dict((g["index"], g["memory_used_mib"]) for g in reading["gpus"]
+            back = _nvidia.memory_back(smi, held, gone, MEMORY_WAIT)
+            detail.update(memory_back=back["complete"], memory_wait=back["waited"], memory_freed=back["gpus"])
+            detail["memory_used_mib"] = dict((g["index"], g["memory_used_mib"]) for g in back["after"]["gpus"]
                                              if g["index"] in before["gpus"])
         return detail
 

@@ -17,8 +17,10 @@ description:
   - With O(state=released), stops the holders of the chosen GPUs with TERM, a grace period and KILL.
     Protected daemons (C(nvidia-persistenced), C(nv-hostengine), C(dcgm-exporter), C(nvidia-fabricmanager),
     C(Xorg), ...) are reported under RV(protected) and never touched, unlike C(fuser -k /dev/nvidia*).
-  - When C(nvidia-smi) exists, reads per-GPU memory and compute apps before and after, and waits until the
-    released processes' memory is gone. Without it, says so and relies on the device-file scan.
+  - When C(nvidia-smi) exists, reads per-GPU memory and compute apps before and after, and waits until
+    nvidia-smi lists none of the released processes and each GPU's C(memory.used) has dropped by what they
+    held (nvidia-smi stops listing a process before its memory is back). Without it, says so and relies on
+    the device-file scan.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
@@ -45,7 +47,9 @@ options:
     type: list
     elements: int
   timeout:
-    description: Seconds to wait, after the processes are gone, for nvidia-smi to stop listing them.
+    description:
+      - Seconds to wait, after the processes are gone, for nvidia-smi to stop listing them and for each GPU's
+        C(memory.used) to drop by what they held (less 64 MiB of bookkeeping); the module fails past it.
     type: float
     default: 60
 attributes:
@@ -130,12 +134,41 @@ before:
   description: nvidia-smi's per-GPU memory and compute apps before.
   returned: when nvidia-smi exists
   type: dict
-  sample: {time: 1796000000.1, gpus: [{index: 0, memory_used_mib: 81234}], compute_apps: [{pid: 5120, name: python3, used_memory_mib: 81000}]}
+  sample: {time: 1796000000.1, gpus: [{index: 0, memory_used_mib: 81234}], compute_apps: [{pid: 5120, name: python3, used_memory_mib: 81000, gpu: 0}]}
 after:
-  description: The same reading after the released processes' memory was gone.
+  description: The same reading once the released processes' memory was back (the last one, on failure).
   returned: when nvidia-smi exists and something was released
   type: dict
   sample: {time: 1796000003.2, gpus: [{index: 0, memory_used_mib: 0}], compute_apps: []}
+memory:
+  description:
+    - The wait for the memory, from the end of the stop, in seconds (RV(memory.waited)), with when nvidia-smi
+      stopped listing the released processes (RV(memory.unlisted)) and how many readings it took.
+    - RV(memory.gpus) has, for each GPU where the released processes held memory, what they held (nvidia-smi's
+      per-process figures before) and how far C(memory.used) dropped, counting out what the processes that
+      stay allocated or freed meanwhile.
+  returned: when nvidia-smi exists and something was released
+  type: dict
+  sample: {waited: 0.31, unlisted: 0.12, readings: 4, gpus: [{index: 0, held_mib: 4614, dropped_mib: 4623, memory_used_mib: 0}]}
+  contains:
+    waited:
+      description: Seconds from the end of the stop until the memory was back (or the timeout).
+      type: float
+    unlisted:
+      description: Seconds from the end of the stop until nvidia-smi listed none of the released processes (null if it still did).
+      type: float
+    readings:
+      description: The nvidia-smi readings taken.
+      type: int
+    gpus:
+      description: Per GPU where they held memory, C(index), C(held_mib), C(dropped_mib) and C(memory_used_mib) at the end.
+      type: list
+      elements: dict
+memory_released_after:
+  description: Seconds from the module's start until the released processes' memory was back.
+  returned: when nvidia-smi exists and something was released
+  type: float
+  sample: 0.368
 escalated:
   description: Whether the escalation signal was needed.
   returned: when state=released and something was signalled

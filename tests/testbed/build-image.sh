@@ -14,12 +14,19 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 base_hash=$( (cat "$here/packages.txt"; sed -n '/^# --- base recipe/,/^# --- end base/p' "$0") | sha256sum | cut -c1-12)
 base=localhost/inferops-testbed-base:$base_hash
 
+# One build at a time on this machine (several checkouts may ask at once); the second finds the image made.
+exec 9>/tmp/inferops-testbed-image.lock
+flock 9
+
 # --- base recipe
 if ! podman image exists "$base"; then
   echo "building $base (debootstrap, about 70 s)" >&2
-  dir=$(mktemp -d "$cache/rootfs.XXXXXX")
-  trap 'rm -rf "$dir"' EXIT
+  # outside the checkout: nothing that copies or walks the checkout may enter the root file system while
+  # debootstrap has /proc mounted in it (a busy mount outlives debootstrap, and tar would pack it)
+  dir=$(mktemp -d /var/tmp/inferops-rootfs.XXXXXX)
+  trap 'umount -l "$dir/proc" "$dir/sys" 2>/dev/null; rm -rf --one-file-system "$dir"' EXIT
   debootstrap --variant=minbase --include="$(paste -sd, "$here/packages.txt")" bookworm "$dir" "$mirror" >&2
+  umount -l "$dir/proc" "$dir/sys" 2>/dev/null || true
   # A container has no console to log in on, and no hardware clock or udev to wait for.
   rm -f "$dir"/etc/machine-id && : > "$dir"/etc/machine-id
   for u in getty@tty1.service systemd-timesyncd.service; do rm -f "$dir"/etc/systemd/system/*/"$u"; done
@@ -28,8 +35,8 @@ if ! podman image exists "$base"; then
   mkdir -p "$dir"/root/.ssh && chmod 700 "$dir"/root/.ssh
   printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' > "$dir"/etc/ssh/sshd_config.d/testbed.conf
   rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-  tar -C "$dir" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$base" >&2
-  rm -rf "$dir"; trap - EXIT
+  tar -C "$dir" --one-file-system -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$base" >&2
+  rm -rf --one-file-system "$dir"; trap - EXIT
 fi
 # --- end base
 

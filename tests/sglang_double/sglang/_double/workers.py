@@ -10,6 +10,8 @@ import re
 import signal
 import time
 
+from sglang._double import nccl
+
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 _GPU_NODE = re.compile(r"nvidia(\d+)$")
@@ -64,6 +66,8 @@ def _become(title, devices, cuda_gib, gpu):
     _hold(devices)
     if cuda_gib:
         _HELD.append(_cuda_allocate(gpu, cuda_gib))
+        if title:
+            _HELD.append(nccl.communicator(title, gpu))
 
 
 def run_dp_controller(title, schedulers, ready):

@@ -85,8 +85,8 @@ def test_max_targets_applies_to_holders(run, devices):
 FAKE_SMI = r"""#!/bin/sh
 # nvidia-smi as a GPU host prints it (a test double: this machine has no GPU)
 case "$1" in
-  --query-gpu=index,memory.used) printf '0, 81234\n1, 0\n' ;;
-  --query-compute-apps=pid,process_name,used_memory) printf '4242, /opt/sglang/venv/bin/python, 81000\n' ;;
+  --query-gpu=index,uuid,memory.used) printf '0, GPU-5d1c, 81234\n1, GPU-77ab, 0\n' ;;
+  --query-compute-apps=pid,process_name,used_memory,gpu_uuid) printf '4242, /opt/sglang/venv/bin/python, 81000, GPU-5d1c\n' ;;
   *) echo "bad args: $*" >&2; exit 6 ;;
 esac
 """
@@ -98,7 +98,7 @@ def test_smi_reading_and_its_errors(tmp_path):
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     r = _nvidia.Smi(run_command, str(exe)).reading()
     assert r["gpus"] == [{"index": 0, "memory_used_mib": 81234}, {"index": 1, "memory_used_mib": 0}]
-    assert r["compute_apps"] == [{"pid": 4242, "name": "/opt/sglang/venv/bin/python", "used_memory_mib": 81000}]
+    assert r["compute_apps"] == [{"pid": 4242, "name": "/opt/sglang/venv/bin/python", "used_memory_mib": 81000, "gpu": 0}]
     exe.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
     with pytest.raises(RuntimeError, match="rc 9.*NVIDIA-SMI has failed"):
         _nvidia.Smi(run_command, str(exe)).reading()
@@ -108,3 +108,207 @@ def test_smi_reading_and_its_errors(tmp_path):
         _nvidia.Smi(run_command, str(exe), timeout=0.3).reading()
     assert time.monotonic() - t0 < 3
     assert _nvidia.Smi(run_command, path=None).available is (_nvidia._which("nvidia-smi") is not None)
+
+
+# nvidia-smi as a GPU host prints it, one reading per call of the compute-apps query (the last one repeats):
+# reading i is the files r<i>.gpu and r<i>.apps in the folder it was written for.
+READINGS_SMI = r"""#!/bin/sh
+d=%s
+n=$(cat $d/n)
+i=$(( n < $(ls $d | grep -c 'apps$') ? n : $(ls $d | grep -c 'apps$') - 1 ))
+case "$1" in
+  --query-gpu=index,uuid,memory.used) cat $d/r$i.gpu ;;
+  --query-compute-apps=pid,process_name,used_memory,gpu_uuid) cat $d/r$i.apps; echo $((n + 1)) > $d/n ;;
+  *) echo "bad args: $*" >&2; exit 6 ;;
+esac
+"""
+
+
+@pytest.fixture
+def smi_readings(tmp_path, monkeypatch):
+    """readings([(memory.used of GPU 0 and 1, [(pid, MiB, gpu)]), ...]) -> (Smi found on PATH, how many read)."""
+    d = tmp_path / "smi"
+    d.mkdir()
+    bin_dir = tmp_path / "smi-bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(READINGS_SMI % d)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    uuid = ["GPU-5d1c", "GPU-77ab"]
+
+    def write(readings):
+        for f in d.iterdir():
+            f.unlink()
+        for i, (used, apps) in enumerate(readings):
+            (d / ("r%d.gpu" % i)).write_text("".join("%d, %s, %d\n" % (g, uuid[g], u) for g, u in enumerate(used)))
+            (d / ("r%d.apps" % i)).write_text("".join("%d, python3, %d, %s\n" % (pid, mib, uuid[g]) for pid, mib, g in apps))
+        (d / "n").write_text("0")
+        smi = _nvidia.Smi(run_command)
+        assert smi.path == str(exe)
+        return smi, lambda: int((d / "n").read_text())
+
+    return write
+
+
+A, B, TORCH = 4101, 4202, 4303
+
+
+def test_memory_back_waits_past_the_list_for_the_memory(smi_readings):
+    """What an H200 showed: nvidia-smi stopped listing the orphan while memory.used still held its 4614 MiB."""
+    smi, count = smi_readings([
+        ((24640, 0), [(A, 4614, 0), (B, 20000, 0)]),   # before: A's orphan and B's scheduler on GPU 0
+        ((24640, 0), [(A, 4614, 0), (B, 20000, 0)]),   # A stopped, still listed
+        ((24623, 0), [(B, 20000, 0)]),                 # no longer listed, its memory not back
+        ((24623, 0), [(B, 20000, 0)]),
+        ((20015, 0), [(B, 20000, 0)]),                 # back
+    ])
+    before = smi.reading()
+    back = _nvidia.memory_back(smi, before, [A], timeout=10, interval=0.01)
+    assert back["complete"] and back["listed"] == []
+    assert back["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
+    assert count() == 5 and back["readings"] == 4 and back["after"]["gpus"][0]["memory_used_mib"] == 20015
+    assert 0 < back["unlisted"] < back["waited"]
+
+
+def test_memory_back_counts_out_what_neighbours_allocate_or_free(smi_readings):
+    smi, count = smi_readings([
+        ((30000, 8000), [(A, 10000, 0), (B, 20000, 0), (TORCH, 8000, 1)]),
+        ((33000, 8000), [(B, 23000, 0), (TORCH, 8000, 1)]),   # B grew by 3000 MiB: A's memory not back yet
+        ((23000, 0), [(B, 23000, 0)]),                        # A's back; the torch job on GPU 1 ended meanwhile
+    ])
+    back = _nvidia.memory_back(smi, smi.reading(), [A], timeout=10, interval=0.01)
+    assert back["complete"] and count() == 3
+    assert back["gpus"] == [{"index": 0, "held_mib": 10000, "dropped_mib": 10000, "memory_used_mib": 23000}]
+
+
+def test_memory_back_gives_up_at_the_timeout_and_says_what_is_left(smi_readings):
+    smi, count = smi_readings([
+        ((24640, 0), [(A, 4614, 0), (B, 20000, 0)]),
+        ((24623, 0), [(B, 20000, 0)]),
+    ])
+    back = _nvidia.memory_back(smi, smi.reading(), [A], timeout=0.3, interval=0.05)
+    assert not back["complete"] and 0.3 <= back["waited"] < 3 and count() > 3
+    assert back["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 17, "memory_used_mib": 24623}]
+    # still listed: that is what it says
+    smi, count = smi_readings([((24640, 0), [(A, 4614, 0)])])
+    back = _nvidia.memory_back(smi, smi.reading(), [A, 999999], timeout=0.1, interval=0.05)
+    assert not back["complete"] and back["listed"] == [A]
+
+
+def test_memory_back_of_processes_that_held_no_memory_is_at_once(smi_readings):
+    smi, count = smi_readings([((20000, 0), [(B, 20000, 0)])])
+    back = _nvidia.memory_back(smi, smi.reading(), [A], timeout=10)
+    assert back["complete"] and back["gpus"] == [] and count() == 2
+
+
+# nvidia-smi for one real holder: listed with its memory while it lives, then unlisted, memory.used lagging
+# for LAG more readings.
+LAGGING_SMI = r"""#!/bin/sh
+d=%s; pid=$(cat $d/pid); lag=%d
+alive() { [ -d /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; }
+case "$1" in
+  --query-gpu=index,uuid,memory.used)
+    if alive; then echo "0, GPU-5d1c, 24640"; exit; fi
+    n=$(cat $d/gone 2>/dev/null || echo 0); echo $((n + 1)) > $d/gone
+    if [ $n -lt $lag ]; then echo "0, GPU-5d1c, 24640"; else echo "0, GPU-5d1c, 20015"; fi ;;
+  --query-compute-apps=pid,process_name,used_memory,gpu_uuid)
+    echo "4202, sglang::scheduler_TP0, 20000, GPU-5d1c"
+    if alive; then echo "$pid, python3, 4614, GPU-5d1c"; fi ;;
+  *) echo "bad args: $*" >&2; exit 6 ;;
+esac
+"""
+
+
+class Exited(Exception):
+    pass
+
+
+class Module:
+    """What the gpu_release manager uses of AnsibleModule."""
+
+    check_mode = False
+    _diff = False
+
+    def __init__(self, **params):
+        self.params = dict(dict(state="released", gpus=None, timeout=10.0, signal="TERM", escalate="KILL", grace=5.0,
+                                pid=None, pattern=None, user=None, exclude=[], max_targets=64, protect=[],
+                                unprotect=[], redact=[]), **params)
+
+    def exit_json(self, **result):
+        raise Exited(result)
+
+    def fail_json(self, **result):
+        raise Exited(dict(result, failed=True))
+
+    @staticmethod
+    def run_command(argv):
+        return run_command(argv)
+
+
+def test_gpu_release_returns_once_the_memory_is_back(run, devices, tmp_path, monkeypatch):
+    from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import GpuRelease
+
+    holder = run(programs.HOLDER, str(devices / "nvidia0"), str(devices / "nvidiactl"))[0]
+    d = tmp_path / "lagging"
+    d.mkdir()
+    (d / "pid").write_text(str(holder.pid))
+    exe = tmp_path / "lagging-bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text(LAGGING_SMI % (d, 3))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
+    with pytest.raises(Exited) as e:
+        GpuRelease(Module(devices=globs(devices))).run()
+    r = e.value.args[0]
+    assert not r.get("failed"), r["msg"]
+    assert [t["pid"] for t in r["released"]] == [holder.pid]
+    assert r["before"]["compute_apps"][1] == {"pid": holder.pid, "name": "python3", "used_memory_mib": 4614, "gpu": 0}
+    assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
+    assert r["after"]["gpus"] == [{"index": 0, "memory_used_mib": 20015}]
+    assert r["memory"]["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
+    assert 0 < r["memory"]["unlisted"] < r["memory"]["waited"] <= r["memory_released_after"]
+    assert r["memory"]["readings"] >= 4
+
+
+def test_gpu_release_fails_when_the_memory_is_not_back_in_time(run, devices, tmp_path, monkeypatch):
+    from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import GpuRelease
+
+    holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
+    d = tmp_path / "lagging"
+    d.mkdir()
+    (d / "pid").write_text(str(holder.pid))
+    exe = tmp_path / "lagging-bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text(LAGGING_SMI % (d, 10 ** 6))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
+    with pytest.raises(Exited) as e:
+        GpuRelease(Module(devices=globs(devices), timeout=0.5)).run()
+    r = e.value.args[0]
+    assert r["failed"] and r["changed"] and holder.poll() is not None
+    assert r["msg"] == ("GPU memory of released processes is not back after 0.5 s: "
+                        "GPU 0 dropped 0 of the 4614 MiB they held")
+
+
+def test_the_switch_release_waits_for_the_memory_too(run, devices, tmp_path, monkeypatch):
+    from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+
+    holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
+    d = tmp_path / "lagging"
+    d.mkdir()
+    (d / "pid").write_text(str(holder.pid))
+    exe = tmp_path / "lagging-bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text(LAGGING_SMI % (d, 3))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
+    plan = dict(id="m", action="start", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(tmp_path),
+                drain=1.0, release_strays=False, devices=globs(devices))
+    before = {"family": [{"pid": holder.pid, "starttime": _procfs.starttime(holder.pid)}], "strays": [], "gpus": [0]}
+    detail = _switch.Worker(plan, run=run_command).release(before)
+    assert detail["released"] == [holder.pid] and holder.poll() is not None
+    assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
+    assert detail["memory_back"] is True and detail["memory_used_mib"] == {0: 20015}
+    assert detail["memory_freed"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
+    assert detail["memory_wait"] > 0
