@@ -10,7 +10,7 @@ stage_setup() {
   bash tests/setup.sh && source tests/testbed/env.sh
 }
 stage_unit() {
-  pytest -q -p no:cacheprovider tests/unit tests/sglang_double/tests
+  pytest -q -p no:cacheprovider tests/unit tests/sglang_double/tests tests/conformance
 }
 stage_lint() {
   # ansible-lint installs the collection into ~/.ansible/collections and keeps it while the version

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fills the host's wheel cache once; containers install from it with --no-index.
 #   $cache/wheels/double  the SGLang double and setproctitle, for the containers' Python 3.11
-#   $cache/wheels/real    real sglang wheels, installed --no-deps for the patch tests (never imported)
+#   $cache/wheels/real    the real sglang wheels, pinned by sha256: installed --no-deps for the patch tests and
+#                         read by tests/conformance (never imported or run)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -20,6 +21,26 @@ fi
 ls "$cache"/wheels/double/setproctitle-*.whl >/dev/null 2>&1 ||
   dl --python-version 3.11 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
      -d "$cache/wheels/double" setproctitle==1.3.8
-for v in 0.5.23 0.5.9; do
-  ls "$cache"/wheels/real/sglang-$v-*.whl >/dev/null 2>&1 || dl -d "$cache/wheels/real" "sglang==$v"
+# version  sha256 of its wheel (0.5.15+ are cp312 manylinux_2_34 binary wheels; 0.5.5/0.5.9 pure Python)
+real=(
+  "0.5.5  3c57f135ec0a7a5cf6ae4ed5e0b231d7bf7e0fae588bbc1a881560f1c18db995"
+  "0.5.9  8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1"
+  "0.5.15 b737df527bbba96fe098a02d182e98f72a1b3564d7fc754629041129a5d8edc1"
+  "0.5.23 8d257a319395b322bb1be327d05e5528859358153c8563b04c0a4a3c8af164b6"
+)
+for entry in "${real[@]}"; do
+  read -r v sum <<< "$entry"
+  whl=$(ls "$cache"/wheels/real/sglang-"$v"-*.whl 2>/dev/null || true)
+  if [ -z "$whl" ]; then
+    tmp=$(mktemp -d)
+    dl --python-version 3.12 --implementation cp --platform manylinux_2_34_x86_64 -d "$tmp" "sglang==$v"
+    whl=$(ls "$tmp"/sglang-"$v"-*.whl)
+    mv "$whl" "$cache/wheels/real/" && rmdir "$tmp"
+    whl=$cache/wheels/real/$(basename "$whl")
+  fi
+  if [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$sum" ]; then
+    echo "wheels.sh: $whl does not have the pinned sha256 $sum; removed" >&2
+    rm -f "$whl"
+    exit 1
+  fi
 done

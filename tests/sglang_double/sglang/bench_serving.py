@@ -1,11 +1,17 @@
 """`python -m sglang.bench_serving ...`: the double's benchmark client, as the real one behaves for the sglang backend.
 
-It asks GET /v1/models for the model (unless --model), GET /model_info and GET /server_info, then sends
+It asks GET /v1/models for the model (unless --model), finds a tokenizer (below), GET /server_info, then sends
 --num-prompts streaming POST /generate requests at most --max-concurrency at a time, reads the SSE `data:` lines
 (cumulative `text`, `meta_info.completion_tokens`) up to `data: [DONE]`, and computes what the real one computes:
 TTFT (first chunk with text), TPOT ((latency - TTFT) / (output tokens - 1)), ITL, end-to-end latency, and
 request/input/output/total throughput over the run's duration. One JSON object per run is appended to
 --output-file. Authorization comes from OPENAI_API_KEY, as in the real client.
+
+Tokenizer: every real version loads one with transformers before sending anything. 0.5.5/0.5.9 take it from
+--tokenizer, else from the model id (--model, else the /v1/models id, which is the --served-model-name alias when
+the server has one); 0.5.15+ from --tokenizer, else /model_info's tokenizer_path (or model_path), else the model
+id. For the double a tokenizer is available when that name is an existing directory, or an existing file ending
+in .json or .model; any other name would be a Hugging Face hub download, which fails offline as the real one does.
 
 Datasets: `random-ids` needs nothing; `sharegpt` (the default) and `random` read the ShareGPT file from
 --dataset-path and otherwise download it from Hugging Face, which this double never does: it fails the way
@@ -21,6 +27,8 @@ import sys
 import threading
 import time
 
+from sglang._double.config import at_least, emulated_version
+
 SHAREGPT_URL = ("https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/"
                 "ShareGPT_V3_unfiltered_cleaned_split.json")
 
@@ -32,6 +40,8 @@ def parse(argv):
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--base-url")
     p.add_argument("--model")
+    p.add_argument("--tokenizer")
+    p.add_argument("--served-model-name")
     p.add_argument("--dataset-name", default="sharegpt", choices=["sharegpt", "random", "random-ids"])
     p.add_argument("--dataset-path", default="")
     p.add_argument("--num-prompts", type=int, default=1000)
@@ -140,11 +150,36 @@ def percentile(xs, p):
     return xs[f] + (xs[c] - xs[f]) * (k - f)
 
 
+def tokenizer_name(args, client, model):
+    if args.tokenizer:
+        return args.tokenizer
+    if at_least(emulated_version(), "0.5.15"):
+        try:
+            info = client.get("/model_info")
+            return info.get("tokenizer_path") or info.get("model_path") or model
+        except (OSError, RuntimeError, ValueError):
+            return model
+    return model
+
+
+def load_tokenizer(name):
+    """Raises as transformers does offline when `name` is not a local tokenizer (see the module's docstring)."""
+    if os.path.isdir(name) or (name.endswith((".json", ".model")) and os.path.isfile(name)):
+        return name
+    raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
+                  "cached files. Check your internet connection or see how to run the library in offline mode at "
+                  "'https://huggingface.co/docs/transformers/installation#offline-mode'. (tokenizer %r is not a local "
+                  "path)" % name)
+
+
 def run(args):
     client = Client(args)
     model = args.model or client.get("/v1/models")["data"][0]["id"]
-    client.get("/model_info")
-    client.get("/server_info")
+    load_tokenizer(tokenizer_name(args, client, model))
+    try:  # read only when it answers 200 (0.5.5/0.5.9 ask /get_server_info)
+        client.get("/server_info" if at_least(emulated_version(), "0.5.15") else "/get_server_info")
+    except RuntimeError:
+        pass
     reqs = prompts(args)
     limit = threading.Semaphore(args.max_concurrency or len(reqs) or 1)
     results = [None] * len(reqs)
@@ -177,7 +212,7 @@ def run(args):
                 "std_%s_ms" % name: statistics.pstdev(xs) if xs else 0.0,
                 "p99_%s_ms" % name: percentile(xs, 99)}
 
-    result = {"backend": args.backend, "dataset_name": args.dataset_name, "model_id": model,
+    result = {"backend": args.backend, "dataset_name": args.dataset_name, "model_id": args.served_model_name or model,
               "request_rate": args.request_rate, "max_concurrency": args.max_concurrency,
               "random_input_len": args.random_input_len, "random_output_len": args.random_output_len,
               "random_range_ratio": args.random_range_ratio, "duration": duration, "completed": len(ok),

@@ -72,9 +72,34 @@ def alive(pid):
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+def console_script(root, name, module):
+    """The script pip writes for a [project.scripts] entry `name = module:main` (the test bed's venv has it)."""
+    path = root / "bin" / name
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("#!%s\nimport re\nimport sys\nfrom %s import main\nif __name__ == '__main__':\n"
+                        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+                        "    sys.exit(main())\n" % (sys.executable, module))
+        path.chmod(0o755)
+    return path
+
+
+def model_dir(root):
+    """A local model directory: a tokenizer and a small weights file (what bench_serving and loading read)."""
+    model = root / "models" / "tiny"
+    if not model.is_dir():
+        model.mkdir(parents=True)
+        (model / "tokenizer.json").write_text("{}")
+        (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    return model
+
+
 class Double:
-    def __init__(self, tmp_path, args=(), tp=2, **knobs):
+    """The double on loopback. launcher: "module" (python -m sglang.launch_server) or "script" (sglang serve)."""
+
+    def __init__(self, tmp_path, args=(), tp=2, launcher="module", model=None, **knobs):
         self.port = free_port()
+        self.model = str(model or model_dir(tmp_path))
         self.log = tmp_path / "sglang.log"
         self.dev = tmp_path / "dev"  # regular files standing in for the device nodes
         self.dev.mkdir(exist_ok=True)
@@ -85,8 +110,9 @@ class Double:
                    SGLANG_DOUBLE_WARMUP_SECONDS="0.3", SGLANG_DOUBLE_HEALTH_SECONDS="0.2",
                    SGLANG_DOUBLE_WATCHDOG_SECONDS="0.5", SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"))
         env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
-        self.argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/tiny",
-                     "--tp", str(tp), "--port", str(self.port), *args]
+        head = [sys.executable, "-m", "sglang.launch_server"] if launcher == "module" else [
+            sys.executable, str(console_script(tmp_path, "sglang", "sglang.cli.main")), "serve"]
+        self.argv = [*head, "--model-path", self.model, *(["--tp", str(tp)] if tp else []), "--port", str(self.port), *args]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
@@ -106,7 +132,18 @@ class Double:
         return [json.loads(line)["event"] for line in path.read_text().splitlines()] if path.exists() else []
 
     def titled(self):
-        return {cmdline(p): p for p in children_of(self.pid) if cmdline(p).startswith("sglang::")}
+        """{title: pid} of the titled processes below the main one (the DP controller's schedulers too)."""
+        found, todo = {}, [self.pid]
+        while todo:
+            for p in children_of(todo.pop()):
+                todo.append(p)
+                try:
+                    title = cmdline(p)
+                except OSError:
+                    continue
+                if title.startswith("sglang::"):
+                    found[title] = p
+        return found
 
 
 @pytest.fixture

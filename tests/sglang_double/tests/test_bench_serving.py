@@ -11,8 +11,8 @@ ARGS = ["--backend", "sglang", "--host", "127.0.0.1", "--dataset-name", "random-
         "--random-output-len", "8", "--random-range-ratio", "1", "--num-prompts", "8", "--seed", "1"]
 
 
-def bench(port, out, *extra, key=None):
-    env = dict(os.environ, PYTHONPATH=str(DOUBLE))
+def bench(port, out, *extra, key=None, version="0.5.23"):
+    env = dict(os.environ, PYTHONPATH=str(DOUBLE), SGLANG_DOUBLE_VERSION=version)
     env.pop("OPENAI_API_KEY", None)
     if key:
         env["OPENAI_API_KEY"] = key
@@ -61,3 +61,17 @@ def test_datasets_that_download_fail_offline_and_the_api_key_is_sent(double, tmp
     assert bench(d.port, tmp_path / "y.jsonl", key="k3y").returncode == 0
     bad = bench(d.port, tmp_path / "z.jsonl", "--max-concurency", "2")
     assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
+
+
+def test_a_tokenizer_is_needed_as_in_each_real_version(double, tmp_path):
+    for version in ("0.5.9", "0.5.23"):
+        d = double(["--served-model-name", "tiny-chat"], tp=1, version=version, token_seconds="0.001")
+        d.wait_ready()
+        r = bench(d.port, tmp_path / "a.jsonl", version=version)
+        if version == "0.5.9":  # the tokenizer is the /v1/models id: the alias, not a local path
+            assert r.returncode != 0 and "huggingface.co" in r.stderr and "'tiny-chat'" in r.stderr
+            assert bench(d.port, tmp_path / "a.jsonl", "--tokenizer", d.model, version=version).returncode == 0
+        else:  # 0.5.15+ read tokenizer_path from /model_info
+            assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [row["model_id"] for row in rows] == ["tiny-chat", "tiny-chat"]

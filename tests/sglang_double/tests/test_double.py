@@ -3,10 +3,12 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from conftest import alive, children_of, cmdline, holders, wait_for
+from conftest import DOUBLE, alive, children_of, cmdline, console_script, holders, wait_for
 
 
 def stat_fields(pid):
@@ -15,7 +17,7 @@ def stat_fields(pid):
 
 
 def test_process_tree_and_phases(double):
-    d = double(tp=2, load_seconds=1.0, warmup_seconds=0.6)
+    d = double(tp=2, load_seconds=4.0, warmup_seconds=0.6)
     # loading: schedulers and detokenizer are up, the port is closed
     wait_for(lambda: len(d.titled()) == 3)
     assert set(d.titled()) == {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"}
@@ -24,13 +26,13 @@ def test_process_tree_and_phases(double):
     for title, pid in d.titled().items():
         assert Path("/proc/%d/comm" % pid).read_text().strip() == title[:15]
         assert stat_fields(pid)[2] == main_pgid, "children stay in the parent's process group"
-    assert cmdline(d.pid).endswith("-m sglang.launch_server --model-path /models/tiny --tp 2 --port %d" % d.port)
+    assert cmdline(d.pid).endswith("-m sglang.launch_server --model-path %s --tp 2 --port %d" % (d.model, d.port))
     # warm-up: model info and models answer, health does not
     wait_for(lambda: d.get("/v1/models")[0] == 200)
     assert d.get("/health")[0] == 503
     assert d.get("/ready")[0] == 503
     status, body = d.get("/model_info")
-    assert status == 200 and json.loads(body)["model_path"] == "/models/tiny"
+    assert status == 200 and json.loads(body)["model_path"] == d.model
     # ready: /health takes its time, /ready answers, the log says so
     d.wait_ready()
     t0 = time.monotonic()
@@ -38,7 +40,7 @@ def test_process_tree_and_phases(double):
     assert time.monotonic() - t0 >= 0.2
     assert d.get("/ready")[0] == 200
     models = json.loads(d.get("/v1/models")[1])
-    assert models["data"][0]["id"] == "/models/tiny" and models["data"][0]["owned_by"] == "sglang"
+    assert models["data"][0]["id"] == d.model and models["data"][0]["owned_by"] == "sglang"
     assert json.loads(d.get("/server_info")[1])["version"] == "0.5.23"
     assert "The server is fired up and ready to roll!" in d.logtext()
     assert d.events() == ["loading", "warmup", "ready"]
@@ -105,8 +107,8 @@ def test_sigterm_when_ready_sigkills_itself_on_0_5_15(double):
 def test_old_versions_only_have_get_model_info(double):
     d = double(tp=1, version="0.5.5")
     wait_for(lambda: d.get("/v1/models")[0] == 200)
-    assert d.get("/model_info")[0] == 404
-    assert d.get("/get_model_info")[0] == 200
+    assert d.get("/model_info")[0] == 404 and d.get("/server_info")[0] == 404
+    assert d.get("/get_model_info")[0] == 200 and d.get("/get_server_info")[0] == 200
 
 
 def test_drain_check_runs_every_5_seconds(double):
@@ -119,7 +121,7 @@ def test_drain_check_runs_every_5_seconds(double):
 
 
 def test_port_taken_fails_late_with_errno_98(double):
-    d = double(tp=2, load_seconds=1)
+    d = double(tp=2, load_seconds=3)
     with socket.socket() as s:  # take the port while the double loads: the failure shows only at bind time
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", d.port))
@@ -131,13 +133,108 @@ def test_port_taken_fails_late_with_errno_98(double):
     wait_for(lambda: not any(alive(p) for p in kids), timeout=2)
 
 
-def test_scheduler_death_takes_the_tree(double):
+def test_scheduler_killed_when_serving_0_5_15_on_sigkill_the_tree_within_a_second(double):
+    d = double(tp=2, version="0.5.15")
+    d.wait_ready()
+    kids = d.titled()
+    t0 = time.monotonic()
+    os.kill(kids["sglang::scheduler_TP1"], signal.SIGKILL)  # the OOM killer
+    assert d.proc.wait(timeout=3) == -signal.SIGKILL
+    assert time.monotonic() - t0 < 2.0
+    assert "crashed with exit code -9" in d.logtext()
+    wait_for(lambda: not any(alive(p) for p in kids.values()), timeout=2)
+
+
+def test_scheduler_killed_while_loading_0_5_23_noticed_by_the_load_poll(double):
+    d = double(tp=1, load_seconds=30, load_poll_seconds=1)
+    kids = wait_for(lambda: len(d.titled()) == 2 and d.titled())
+    t0 = time.monotonic()
+    os.kill(kids["sglang::scheduler"], signal.SIGKILL)
+    assert d.proc.wait(timeout=4) == -signal.SIGKILL
+    assert time.monotonic() - t0 <= 1.5
+    assert "scheduler died during initialization (exit code: -9)" in d.logtext()
+    assert d.get("/health")[0] == 0, "the port never opened"
+
+
+def test_scheduler_killed_while_loading_0_5_9_blocks_for_ever(double):
+    t0 = time.monotonic()
+    d = double(tp=1, version="0.5.9", load_seconds=4, load_poll_seconds=0.2)
+    kids = wait_for(lambda: len(d.titled()) == 2 and d.titled())
+    os.kill(kids["sglang::scheduler"], signal.SIGKILL)
+    wait_for(lambda: "child_lost" in d.events())
+    time.sleep(max(0.0, t0 + 5.5 - time.monotonic()))  # past the load time and many poll periods
+    assert d.proc.poll() is None and alive(kids["sglang::detokenizer"])
+    assert d.get("/v1/models")[0] == 0, "loading never ends: the port stays closed"
+    assert d.events() == ["loading", "child_lost"]
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=2) == -signal.SIGTERM
+
+
+def test_scheduler_killed_when_serving_0_5_5_keeps_serving_models_not_health(double):
+    d = double(tp=1, version="0.5.5", liveness_seconds=0.1)
+    d.wait_ready()
+    os.kill(d.titled()["sglang::scheduler"], signal.SIGKILL)
+    time.sleep(1.5)
+    assert d.proc.poll() is None
+    assert d.get("/v1/models")[0] == 200 and d.get("/health")[0] == 503
+    assert "child_lost" in d.events()
+
+
+def test_sigint_stops_the_server_and_its_children(double):
     d = double(tp=2)
     d.wait_ready()
     kids = d.titled()
-    os.kill(kids["sglang::scheduler_TP1"], signal.SIGTERM)  # no handler: dies at once
-    assert d.proc.wait(timeout=3) == 1
+    d.proc.send_signal(signal.SIGINT)
+    assert d.proc.wait(timeout=3) == 0
+    assert "Shutting down" in d.logtext()
     wait_for(lambda: not any(alive(p) for p in kids.values()), timeout=2)
+    loading = double(tp=1, load_seconds=30)
+    kids = wait_for(lambda: len(loading.titled()) == 2 and loading.titled())
+    loading.proc.send_signal(signal.SIGINT)
+    assert loading.proc.wait(timeout=3) == -signal.SIGINT
+    wait_for(lambda: not any(alive(p) for p in kids.values()), timeout=2)
+
+
+def test_sigterm_when_ready_0_5_15_stops_the_schedulers_before_sigkill(double):
+    d = double(tp=2, version="0.5.15")
+    d.wait_ready()
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=5) == -signal.SIGKILL
+    assert "Shutting down schedulers." in d.logtext()
+
+
+def test_titles_per_parallelism(double):
+    d = double(tp=1, args=["--dp", "2"])
+    d.wait_ready()
+    titled = d.titled()
+    assert set(titled) == {"sglang::data_parallel_controller", "sglang::scheduler_DP0", "sglang::scheduler_DP1",
+                           "sglang::detokenizer"}
+    controller = titled["sglang::data_parallel_controller"]
+    assert stat_fields(controller)[1] == str(d.pid)
+    assert [stat_fields(titled[t])[1] for t in ("sglang::scheduler_DP0", "sglang::scheduler_DP1")] == [str(controller)] * 2
+    old = double(tp=2, version="0.5.5", args=["--dp-size", "1", "--pp-size", "2"])
+    old.wait_ready()
+    assert {t for t in old.titled() if "scheduler" in t} == {
+        "sglang::scheduler_TP0_PP0", "sglang::scheduler_TP1_PP0", "sglang::scheduler_TP0_PP1", "sglang::scheduler_TP1_PP1"}
+
+
+def test_sglang_serve_console_script(double):
+    d = double(tp=1, launcher="script")
+    d.wait_ready()
+    assert " serve --model-path %s " % d.model in cmdline(d.pid) + " "
+    assert cmdline(d.pid).split()[1].endswith("/bin/sglang")
+    assert set(d.titled()) == {"sglang::scheduler", "sglang::detokenizer"}
+
+
+def test_read_model_reads_every_file(double, tmp_path):
+    model = tmp_path / "big"
+    model.mkdir()
+    (model / "a.safetensors").write_bytes(os.urandom(3 << 20))
+    (model / "sub").mkdir()
+    (model / "sub" / "b.bin").write_bytes(os.urandom(1 << 20))
+    d = double(tp=1, model=model, read_model="1", load_seconds=0.1)
+    d.wait_ready()
+    assert "read %d bytes" % (4 << 20) in d.logtext()
 
 
 def test_api_key_guards_all_but_health(double):
@@ -145,17 +242,23 @@ def test_api_key_guards_all_but_health(double):
     d.wait_ready()
     assert d.get("/v1/models")[0] == 401
     assert d.get("/model_info")[0] == 401
+    assert d.get("/no-such-path")[0] == 401
     assert d.get("/v1/models", headers={"Authorization": "Bearer sk-wrong"})[0] == 401
     assert d.get("/v1/models", headers={"Authorization": "Bearer sk-test"})[0] == 200
     assert d.get("/health")[0] == 200 and d.get("/ready")[0] == 200
     assert "sk-test" not in d.get("/server_info", headers={"Authorization": "Bearer sk-test"})[1].decode()
+    old = double(args=["--api-key", "sk-test"], tp=1, version="0.5.9")
+    old.wait_ready()
+    assert old.get("/ready")[0] == 401, "/ready is neither open nor a route before 0.5.23"
+    assert old.get("/ready", headers={"Authorization": "Bearer sk-test"})[0] == 404
 
 
 def test_removed_flag_is_rejected_like_argparse(double):
     d = double(args=["--cuda-graph-max-bs", "8"], tp=1)
     assert d.proc.wait(timeout=5) == 2
     assert "ambiguous option: --cuda-graph-max-bs" in d.logtext()
-    old = double(args=["--cuda-graph-max-bs", "8"], tp=1, version="0.5.15")
+    assert double(args=["--cuda-graph-bs", "8"], tp=1).proc.wait(timeout=5) == 2
+    old = double(args=["--cuda-graph-max-bs", "8", "--cuda-graph-bs", "1", "2"], tp=1, version="0.5.15")
     wait_for(lambda: old.get("/v1/models")[0] == 200)
     bad = double(args=["--no-such-flag"], tp=1)
     assert bad.proc.wait(timeout=5) == 2
@@ -220,3 +323,27 @@ def test_fault_never_healthy(double):
     wait_for(lambda: d.get("/v1/models")[0] == 200)
     time.sleep(1)
     assert d.get("/health")[0] == 503 and d.get("/ready")[0] == 503
+
+
+def test_killall_sglang_exists_from_0_5_15_and_skips_without_gpus(tmp_path):
+    script = console_script(tmp_path, "killall_sglang", "sglang.cli.killall")
+    env = dict(os.environ, PYTHONPATH=str(DOUBLE), PATH=str(tmp_path / "bin"), CUDA_VISIBLE_DEVICES="")
+    old = subprocess.run([sys.executable, str(script)], env=dict(env, SGLANG_DOUBLE_VERSION="0.5.9"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert old.returncode == 127 and "not part of sglang 0.5.9" in old.stderr
+    new = subprocess.run([sys.executable, str(script)], env=dict(env, SGLANG_DOUBLE_VERSION="0.5.23"),
+                         stdout=subprocess.PIPE, universal_newlines=True, check=False)
+    assert new.returncode == 0 and "No GPUs detected, skipping cleanup" in new.stdout and "SKIP" in new.stdout
+
+
+def test_the_version_installed_in_a_venv(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(DOUBLE))
+    from sglang._double import config  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.delenv("SGLANG_DOUBLE_VERSION", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert config.emulated_version() == "0.5.23"
+    (tmp_path / "sglang-double-version").write_text("0.5.9\n")
+    assert config.emulated_version() == "0.5.9"
+    monkeypatch.setenv("SGLANG_DOUBLE_VERSION", "0.5.15")
+    assert config.emulated_version() == "0.5.15"

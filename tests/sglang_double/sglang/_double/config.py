@@ -1,9 +1,6 @@
-"""What the double is told: the real server's argv, and its own knobs from SGLANG_DOUBLE_* variables.
-
-The knobs live in the environment so that the command line stays exactly the real one.
-"""
-import argparse
+"""The double's own settings, from SGLANG_DOUBLE_* variables, so that the command line stays exactly the real one."""
 import os
+import sys
 
 VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.23")
 FAULTS = frozenset({
@@ -14,16 +11,40 @@ FAULTS = frozenset({
     "never_healthy",      # stays in warm-up: /health 503 for ever
 })
 
+# the real wheels' console scripts (entry_points.txt), with the first version that has each; the double's
+# pyproject.toml installs them all, and killall_sglang refuses to run as a version that lacks it
+CONSOLE_SCRIPTS = {
+    "sglang": ("sglang.cli.main:main", "0.5.5"),
+    "killall_sglang": ("sglang.cli.killall:main", "0.5.15"),
+}
 
-def _vkey(version):
+
+def console_scripts(version):
+    return {name: target for name, (target, since) in CONSOLE_SCRIPTS.items() if at_least(version, since)}
+
+
+def vkey(version):
     return tuple(int(p) for p in version.split("."))
 
 
 def emulated_version():
-    version = os.environ.get("SGLANG_DOUBLE_VERSION", "0.5.23")
+    """SGLANG_DOUBLE_VERSION, else the venv's own setting (a file `sglang-double-version` in sys.prefix: the
+    version "installed" there, for clients such as bench_serving that run without the server's environment),
+    else 0.5.23."""
+    version = os.environ.get("SGLANG_DOUBLE_VERSION")
+    if not version:
+        try:
+            with open(os.path.join(sys.prefix, "sglang-double-version")) as f:
+                version = f.read().strip()
+        except OSError:
+            version = "0.5.23"
     if version not in VERSIONS:
         raise SystemExit("SGLANG_DOUBLE_VERSION must be one of %s, not %r" % (", ".join(VERSIONS), version))
     return version
+
+
+def at_least(version, than):
+    return vkey(version) >= vkey(than)
 
 
 class Knobs:
@@ -37,6 +58,13 @@ class Knobs:
         self.health_seconds = float(env.get("SGLANG_DOUBLE_HEALTH_SECONDS", "1"))
         self.token_seconds = float(env.get("SGLANG_DOUBLE_TOKEN_SECONDS", "0.002"))
         self.watchdog_seconds = float(env.get("SGLANG_DOUBLE_WATCHDOG_SECONDS", "5"))
+        # 0.5.15+ notice a scheduler killed by a signal: while loading when a 5 s poll of the scheduler pipes
+        # times out (sglang/srt/entrypoints/engine.py: 0.5.15 line 1380, 0.5.23 line 2025,
+        # `scheduler_pipe_readers[i].poll(timeout=5.0)`), once serving through SubprocessWatchdog, which
+        # checks every second (sglang/srt/utils/watchdog.py line 181, `interval: float = 1.0`).
+        self.load_poll_seconds = float(env.get("SGLANG_DOUBLE_LOAD_POLL_SECONDS", "5"))
+        self.liveness_seconds = float(env.get("SGLANG_DOUBLE_LIVENESS_SECONDS", "1"))
+        self.read_model = env.get("SGLANG_DOUBLE_READ_MODEL", "") == "1"
         self.device_globs = env.get("SGLANG_DOUBLE_DEVICES", "").split()
         self.state_file = env.get("SGLANG_DOUBLE_STATE_FILE") or None
         self.cuda_gib = float(env.get("SGLANG_DOUBLE_CUDA_GIB", "0"))  # real-GPU mode: per scheduler
@@ -48,48 +76,4 @@ class Knobs:
         self.faults = faults
 
     def at_least(self, version):
-        return _vkey(self.version) >= _vkey(version)
-
-
-def parse_args(argv, version):
-    """The real server's argparse, for the flags operators use; unknown flags exit 2 as there."""
-    p = argparse.ArgumentParser(prog="launch_server.py", allow_abbrev=True)
-    p.add_argument("--model-path", "--model", dest="model_path", required=True)
-    p.add_argument("--tokenizer-path")
-    p.add_argument("--served-model-name")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
-    p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
-    p.add_argument("--base-gpu-id", type=int, default=0)
-    p.add_argument("--api-key")
-    p.add_argument("--mem-fraction-static", type=float)
-    p.add_argument("--context-length", type=int)
-    p.add_argument("--max-running-requests", type=int)
-    p.add_argument("--chunked-prefill-size", type=int)
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--dtype")
-    p.add_argument("--kv-cache-dtype")
-    p.add_argument("--quantization")
-    p.add_argument("--attention-backend")
-    p.add_argument("--log-level")
-    p.add_argument("--disable-cuda-graph", action="store_true")
-    p.add_argument("--enable-metrics", action="store_true")
-    p.add_argument("--speculative-algorithm")
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
-    p.add_argument("--speculative-draft-model-path")
-    p.add_argument("--cuda-graph-bs", type=int, nargs="+")
-    if _vkey(version) >= (0, 5, 23):
-        # 0.5.23 split the flag in two, so the old spelling is an ambiguous prefix: argparse exits 2.
-        p.add_argument("--cuda-graph-max-bs-decode", type=int)
-        p.add_argument("--cuda-graph-max-bs-prefill", type=int)
-    else:
-        p.add_argument("--cuda-graph-max-bs", type=int)
-    if _vkey(version) < (0, 5, 15):
-        p.add_argument("--enable-piecewise-cuda-graph", action="store_true")
-    args = p.parse_args(argv)
-    if args.tp_size < 1 or args.dp_size < 1:
-        p.error("--tp-size and --dp-size must be >= 1")
-    return args
+        return at_least(self.version, version)

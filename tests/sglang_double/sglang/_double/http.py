@@ -4,7 +4,24 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler
 
-_OPEN_PATHS = ("/health", "/ready", "/metrics")  # the real api-key middleware lets these through
+from sglang._double.config import at_least
+
+
+
+def open_paths(version):
+    """Path prefixes the real --api-key middleware lets through without a key (every method): `/health*` and
+    `/metrics` (0.5.5 sglang/srt/utils/common.py, 0.5.9/0.5.15 sglang/srt/utils/auth.py); 0.5.23 adds `/ready`."""
+    return ("/health", "/ready", "/metrics") if at_least(version, "0.5.23") else ("/health", "/metrics")
+
+
+def routes(version):
+    """The info, health and ready routes of the emulated version's http_server.py."""
+    found = {"/health", "/health_generate", "/get_model_info", "/get_server_info"}
+    if at_least(version, "0.5.9"):
+        found |= {"/model_info", "/server_info"}
+    if at_least(version, "0.5.23"):
+        found.add("/ready")
+    return found
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -34,7 +51,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def authorised(self):
         key = self.srv.args.api_key
-        if not key or self.path.startswith(_OPEN_PATHS):
+        if not key or self.path.startswith(open_paths(self.srv.knobs.version)):
             return True
         if self.headers.get("Authorization") == "Bearer " + key:
             return True
@@ -54,14 +71,17 @@ class Handler(BaseHTTPRequestHandler):
             return
         s = self.srv
         path = self.path.split("?", 1)[0]
+        if path not in routes(s.knobs.version) and path != "/v1/models":
+            return self.send_json(404, {"detail": "Not Found"})
         if path in ("/health", "/health_generate"):
             if s.phase != "ready" or s.draining:
                 return self.send_empty(503)
             time.sleep(s.knobs.health_seconds)  # the real one runs a 1-token generation
-            return self.send_empty(200 if not s.draining else 503)
-        if path == "/ready" and s.knobs.at_least("0.5.23"):
+            # a lost scheduler never answers that generation: 503 (after up to 20 s in the real one)
+            return self.send_empty(200 if not s.draining and not s.scheduler_lost else 503)
+        if path == "/ready":
             return self.send_empty(200 if s.phase == "ready" and not s.draining else 503)
-        if path == "/get_model_info" or (path == "/model_info" and s.knobs.at_least("0.5.9")):
+        if path in ("/get_model_info", "/model_info"):
             return self.send_json(200, {
                 "model_path": s.args.model_path,
                 "tokenizer_path": s.args.tokenizer_path or s.args.model_path,
@@ -100,6 +120,8 @@ class Handler(BaseHTTPRequestHandler):
         with s.lock:
             s.inflight += 1
         try:
+            while s.scheduler_lost:  # no scheduler answers: the request waits for ever
+                time.sleep(1)
             for i in range(n):
                 time.sleep(s.knobs.token_seconds)
                 yield " tok%d" % i

@@ -11,7 +11,6 @@ import re
 import sys
 import tempfile
 
-from sglang._double import config
 
 
 def enabled():
@@ -19,17 +18,24 @@ def enabled():
 
 
 def communicator(title, gpu):
-    """Joins the scheduler `title` (sglang::scheduler_[DP<d>_]TP<r>) on `gpu` to its group and runs one
-    all-reduce through it; returns the result tensor (kept for the life of the process), or None when off."""
+    """Joins the scheduler `title` (sglang::scheduler[_DP<d>][_TP<r>], no _TP with --tp 1) on `gpu` to its
+    group and runs one all-reduce through it; returns the result tensor (kept for the life of the process), or
+    None when off."""
     if not enabled():
         return None
     import torch  # only on a GPU machine
     import torch.distributed as dist
 
-    # a spawn child gets its parent's sys.argv: the server's own command line
-    tp = config.parse_args(sys.argv[1:], config.emulated_version()).tp_size
-    m = re.search(r"(?:_DP(\d+))?_TP(\d+)$", title)
-    dp, rank = int(m.group(1) or 0), int(m.group(2))
+    from sglang.srt.server_args import prepare_server_args
+
+    # a spawn child gets its parent's sys.argv: the server's own command line (after `serve` for `sglang serve`)
+    argv = sys.argv[1:]
+    if argv[:1] == ["serve"]:
+        argv = argv[1:]
+    tp = prepare_server_args(argv).tp_size
+    dp = re.search(r"_DP(\d+)", title)
+    rank = re.search(r"_TP(\d+)", title)
+    dp, rank = int(dp.group(1)) if dp else 0, int(rank.group(1)) if rank else 0
     server = multiprocessing.parent_process().pid
     store = dist.FileStore(os.path.join(tempfile.gettempdir(), "sglang-double-nccl-%d-dp%d" % (server, dp)), tp)
     dist.init_process_group("nccl", store=store, rank=rank, world_size=tp, device_id=torch.device("cuda", gpu))

@@ -70,6 +70,27 @@ def _become(title, devices, cuda_gib, gpu):
             _HELD.append(nccl.communicator(title, gpu))
 
 
+def run_dp_controller(title, schedulers, ready):
+    """Entry of `sglang::data_parallel_controller` (--dp > 1): the parent of the schedulers, as in the real
+    server. schedulers: [(title, devices, kwargs)]; ready is told once every scheduler holds its devices."""
+    import multiprocessing
+
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _become(title, [], 0.0, 0)
+    ctx = multiprocessing.get_context("spawn")
+    pipes, procs = [], []
+    for sched_title, devices, kwargs in schedulers:
+        rx, tx = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=run, name=sched_title, args=(sched_title, devices), kwargs=dict(kwargs, ready=tx))
+        p.start()
+        pipes.append(rx)
+        procs.append(p)
+    for rx in pipes:
+        rx.recv()
+    ready.send(True)
+    _sleep_forever()
+
+
 def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None):
     """Entry of a spawned child.
 
