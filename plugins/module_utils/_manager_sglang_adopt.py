@@ -32,8 +32,9 @@ def decide(insp, where, watcher_active, scope):
     if insp["problems"]:
         return "fail", "nothing was touched: " + "; ".join(insp["problems"])
     if where.get(insp["server"]["pid"]) != scope:
-        return "adopt", "would move %d process(es) into %s, stop a wrapper loop, watch for the takeover" % (
-            len(insp["family"]), scope)
+        loop = (insp.get("wrapper") or {}).get("kind") == "shell loop"
+        return "adopt", "would move %d process(es) into %s, %swatch for the takeover" % (
+            len(insp["family"]), scope, "stop the wrapper loop %d, " % insp["wrapper"]["pid"] if loop else "")
     outside = sorted(pid for pid, s in where.items() if s != scope)
     if outside:
         return "attach", "would move pids %s, born since the adoption, into %s" % (outside, scope)
@@ -97,6 +98,7 @@ class SglangAdopt(Base):
         """What serves the port and its family (orphans included), where each member is, whether the watcher runs."""
         run = self.module.run_command
         insp = _switch.inspect(port, name, tuple(self.params["devices"]), run=run, flags=self.params["redact"])
+        insp["family"] = [f for f in insp["family"] if f["state"] not in ("Z", "X")]  # a zombie has no cgroup to move
         where = dict((f["pid"], _scope.scope_of(f["pid"])) for f in insp["family"])
         try:
             state = _systemd.show(run, self.watcher, ("ActiveState",)).get("ActiveState")
@@ -140,7 +142,7 @@ class SglangAdopt(Base):
         """The pids (still alive) not yet in the scope after SETTLE seconds."""
         deadline = time.monotonic() + SETTLE
         while True:
-            missing = [p for p in pids if _procfs.starttime(p) is not None and _scope.scope_of(p) != self.scope]
+            missing = [p for p in pids if _procfs.state(p) not in (None, "Z", "X") and _scope.scope_of(p) != self.scope]
             if not missing or time.monotonic() >= deadline:
                 return missing
             time.sleep(0.05)
@@ -151,7 +153,8 @@ class SglangAdopt(Base):
         server = procs.get(insp["server"]["pid"])
         if server is None or server.starttime != insp["server"]["starttime"]:
             raise _scope.ScopeError("the server (pid %d) ended during the adoption" % insp["server"]["pid"])
-        late = [pid for pid in _discover.family_of(server, procs) if _scope.scope_of(pid) != self.scope]
+        late = [pid for pid in _discover.family_of(server, procs)
+                if pid in procs and not procs[pid].is_zombie and _scope.scope_of(pid) != self.scope]
         if late:
             rc, out, err = timed(self.module.run_command, _scope.attach_argv(self.scope, late), 30)
             if rc != 0 or self.settle(late):

@@ -72,7 +72,8 @@ def _busctl(method, signature):
 
 def start_argv(scope, pids, service, drain, description):
     """busctl's argv of StartTransientUnit: the scope with pids, the service's stop semantics, conflicting with the
-    service and ordered before it; garbage-collected once it ends, failed or not."""
+    service and ordered before it; garbage-collected once it ends, failed or not; delegated, so that kin born
+    outside it during the move can join it (AttachProcessesToUnit takes only delegated units)."""
     pids = [int(p) for p in pids]
     if not pids:
         raise ScopeError("no process to move into %s" % scope)
@@ -82,7 +83,8 @@ def start_argv(scope, pids, service, drain, description):
              ("TimeoutStopUSec", "t", [int(round(float(drain) * 1000000))]),
              ("Conflicts", "as", [1, service]),
              ("Before", "as", [1, service]),
-             ("CollectMode", "s", ["inactive-or-failed"])]
+             ("CollectMode", "s", ["inactive-or-failed"]),
+             ("Delegate", "b", ["true"])]
     argv = _busctl("StartTransientUnit", "ssa(sv)a(sa(sv))") + [scope, "fail", str(len(props))]
     for name, signature, values in props:
         argv += [name, signature] + [str(v) for v in values]

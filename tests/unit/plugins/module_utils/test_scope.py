@@ -20,7 +20,7 @@ def test_names():
 
 def test_start_argv_is_the_call_busctl_takes():
     argv = _scope.start_argv("s-adopted.scope", [42, "43"], "s.service", 12.5, "adopted s")
-    assert argv == BUS + ["StartTransientUnit", "ssa(sv)a(sa(sv))", "s-adopted.scope", "fail", "7",
+    assert argv == BUS + ["StartTransientUnit", "ssa(sv)a(sa(sv))", "s-adopted.scope", "fail", "8",
                           "PIDs", "au", "2", "42", "43",
                           "Description", "s", "adopted s",
                           "KillMode", "s", "mixed",
@@ -28,6 +28,7 @@ def test_start_argv_is_the_call_busctl_takes():
                           "Conflicts", "as", "1", "s.service",
                           "Before", "as", "1", "s.service",
                           "CollectMode", "s", "inactive-or-failed",
+                          "Delegate", "b", "true",
                           "0"]
 
 
