@@ -11,11 +11,17 @@ WATCHER = "sglang-30000-adopted-watch.service"
 STATE = "/var/lib/inferops/cutover/30000"
 ROOT = os.environ["INFEROPS_ROOT"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-LAUNCH = ("cd /root && SGLANG_DOUBLE_LOAD_SECONDS=2 SGLANG_DOUBLE_WARMUP_SECONDS=1 SGLANG_DOUBLE_FAULTS=untitled_orphan "
+LAUNCH = ("cd /root; SGLANG_DOUBLE_LOAD_SECONDS=2 SGLANG_DOUBLE_WARMUP_SECONDS=1 SGLANG_DOUBLE_FAULTS=untitled_orphan "
           "SGLANG_DOUBLE_DEVICES='/dev/nvidia*' nohup /opt/sglang/venv/bin/python -m sglang.launch_server "
           "--model-path /models/tiny-llama --tp 2 --port 30000 > /root/sglang.log 2>&1 < /dev/null &")
 MODELS = ("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/v1/models', timeout=10)"
           ".status)\"")
+
+
+def note(**numbers):
+    """What was measured, for the report (tests/output/inplace-numbers.jsonl)."""
+    with open(os.path.join(ROOT, "tests", "output", "inplace-numbers.jsonl"), "a") as f:
+        f.write(json.dumps(numbers) + "\n")
 
 
 def playbook(name, *extra):
@@ -79,6 +85,7 @@ def test_adopted_in_place_the_same_processes_in_the_scope(host):
 def test_no_failed_probe_during_the_adoption(host):
     host.check_output("kill $(cat /root/prober.pid); while kill -0 $(cat /root/prober.pid) 2>/dev/null; do sleep 0.1; done")
     counts = json.loads(host.file("/root/probe.json").content_string)
+    note(probes_ok=counts["ok"], probes_failed=counts["failed"])
     assert counts["failed"] == 0, counts["errors"]
     assert counts["ok"] > 100
 
@@ -104,7 +111,9 @@ def test_a_crash_of_the_adopted_server_the_service_takes_over(host):
     launch_and_adopt(host)
     killed = float(host.check_output("python3 -c \"import time; print(time.monotonic())\"; kill -9 %d" % listener(host)))
     serves(host)
+    ready = float(host.check_output("python3 -c \"import time; print(time.monotonic())\""))
     started = int(host.check_output("systemctl show -p ExecMainStartTimestampMonotonic --value %s" % UNIT)) / 1e6
+    note(takeover_sec=round(started - killed, 3), kill_to_serving_sec=round(ready - killed, 3))
     assert 0 < started - killed < 1.0, "the takeover began %.2f s after the kill" % (started - killed)
     assert in_scope(host, listener(host)) is False and host.check_output("pgrep -c -f '[s]glang.launch_server'") == "1"
     assert host.run("systemctl is-active %s" % SCOPE).stdout.strip() != "active"
