@@ -58,18 +58,34 @@ def adhoc(host):
     BED.wait_ready(host)
 
 
-def measured(host, path):
-    """Run the playbook with the prober on; returns wall, downtime, the new server's own start, changed."""
+def probed(host, path, *extra):
+    """Run the playbook with the prober on; returns wall, changed, the samples [(time, status)] and the longest gap
+    between two ready answers."""
     ssh(host, "cat > /root/probe.py <<'EOF'\n%s\nEOF\nnohup python3 /root/probe.py /root/probe.log > /dev/null 2>&1 < /dev/null &"
         % PROBE)
     time.sleep(0.5)
-    wall, changed = playbook(path, host)
+    wall, recap = BED.playbook(path, host, "-e", "stock_load=%s" % LOAD, *extra)
     time.sleep(0.5)
     ssh(host, "pkill -f /root/probe.py")
     samples = [line.split() for line in ssh(host, "cat /root/probe.log").splitlines() if line.strip()]
     samples = [(float(t), int(c)) for t, c in samples]
     ok = [t for t, c in samples if c == 200]
     gap = max((b - a for a, b in zip(ok, ok[1:])), default=float("nan"))
+    return wall, recap[host][0], samples, gap
+
+
+def adopted():
+    """cutover_mode adopt of an ad-hoc server (on the host the stock procedure used, as the seeds left it again):
+    failed probes, the longest gap, the wall time."""
+    adhoc("stock")
+    wall, changed, samples, gap = probed("stock", ROOT / "playbooks" / "cutover.yml", "-e", "cutover_mode=adopt")
+    failed = sum(1 for dummy, c in samples if c != 200)
+    return {"wall": wall, "gap": gap, "failed": failed, "probes": len(samples), "changed": changed}
+
+
+def measured(host, path):
+    """Run the playbook with the prober on; returns wall, downtime, the new server's own start, changed."""
+    wall, changed, samples, gap = probed(host, path)
     events = [json.loads(line) for line in ssh(host, "cat /root/double-state.jsonl").splitlines() if line.strip()]
     new = [e["pid"] for e in events if e["event"] == "ready"][-1]
     start = [e["time"] for e in events if e["pid"] == new and e["event"] == "loading"][0]
@@ -136,6 +152,8 @@ def main():
                 runs[host].append(measured(host, path))
                 print("run %d %s: %s" % (i + 1, host, runs[host][-1]), flush=True)
             reruns.append(playbook(ROOT / "playbooks" / "cutover.yml", "ours"))
+        adopt = adopted()
+        print("adopt: %s" % adopt, flush=True)
         drain_s, drained = drain()
     finally:
         BED.down()
@@ -150,6 +168,8 @@ def main():
               "of it, the old server's stop (s)", "the rest (s)", "wall (s)", "wall minus L (s)"]
     body = [[h, "%.2f" % r["gap"], "%.2f" % r["start"], "%.2f" % r["overhead"], "%.2f" % r["shutdown"],
              "%.2f" % r["own"], "%.1f" % r["wall"], "%.1f" % r["wall_minus_l"]] for h, r in rows.items()]
+    body.append(["adopt (cutover_mode adopt, one run)", "%.2f" % adopt["gap"], "-",
+                 "%d failed probes of %d" % (adopt["failed"], adopt["probes"]), "-", "-", "%.1f" % adopt["wall"], "-"])
     title = "Cutover, median of %d runs (double: %s s load + 1 s warm-up; SSH with pipelining)" % (RUNS, LOAD)
     table(title, header, body)
     ratio = rows["ours"]["wall_minus_l"] / rows["stock"]["wall_minus_l"]
@@ -161,6 +181,8 @@ def main():
         "idempotent rerun on the migrated host: median %.1f s, changed %s (goal <= 8 s, 0 changed)"
         % (rerun, sorted(set(c for dummy, c in reruns))),
         "drain: a 60-token request in flight at the stop: the stop took %.2f s; the client got %s" % (drain_s, drained),
+        "adopt in place: %d failed probes of %d at 50 ms (goal 0), longest gap between ready answers %.2f s, wall %.1f s"
+        % (adopt["failed"], adopt["probes"], adopt["gap"], adopt["wall"]),
     ]
     print("\n".join(lines))
     OUT.mkdir(parents=True, exist_ok=True)

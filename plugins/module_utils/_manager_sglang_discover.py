@@ -11,7 +11,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _files, _model_files, _pagecache, _procfs, _readiness, _systemd)
+    _discover, _files, _model_files, _pagecache, _procfs, _readiness, _scope, _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
@@ -70,7 +70,10 @@ class SglangDiscover(Base):
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
         for row in result["launchers"]:
             row["line"] = self.redact(row["line"])
-        if p["capture_path"] and owner != service and result["sglang"]:
+        # an adopted server's wrapper loop is gone: its capture, taken before, stays as it was (a rollback restarts it)
+        scope = _scope.scope_of(server.pid)
+        result["adopted"] = scope if service and scope == _scope.names(p["unit"])[0] else None
+        if p["capture_path"] and owner != service and result["sglang"] and not result["adopted"]:
             capture = _files.File(p["capture_path"], json.dumps(cap, indent=2, sort_keys=True), 0o600, dir_mode=0o700)
             result["changed"] = capture.differs
             self.write_files([capture], **result)

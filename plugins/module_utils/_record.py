@@ -25,7 +25,7 @@ def began(record):
 
 
 def files(folder, kind, record):
-    """The record's files (_files.File: 0640 root, the folder 0700), for kind 'cutover' or 'rollback'."""
+    """The record's files (_files.File: 0640 root, the folder 0700), for kind 'cutover', 'rollback' or 'adopt'."""
     if not os.path.isabs(folder):
         raise ValueError("the record's folder must be an absolute path, not %r" % folder)
     data = json.dumps(record, indent=4, sort_keys=True) + "\n"
@@ -62,6 +62,8 @@ def report(r):
             "- downtime of the step back: %s s; steps: %s" % (r.get("rollback_downtime_sec"), _steps(r.get("rollback_steps"))),
         ]) + "\n"
     old = r.get("old") or {}
+    if r.get("action") == "adopt":
+        return _adopted(r, when, old)
     lines = [
         "# Cutover of port %s on %s" % (r.get("port"), r.get("host")),
         "",
@@ -88,3 +90,24 @@ def report(r):
     lines.append("- what changed from the running command:")
     lines += ["  - %s" % line for line in r.get("changes") or []]
     return "\n".join(lines) + "\n"
+
+
+def _adopted(r, when, old):
+    """An adoption in place: the server runs on, in its scope; the service waits for its next start."""
+    a = r.get("adopted") or {}
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(a["since"])) if a.get("since") else "?"
+    return "\n".join([
+        "# Adoption in place of port %s on %s" % (r.get("port"), r.get("host")),
+        "",
+        "- when: %s" % when,
+        "- adopted: pid %s, live since %s, %d processes in %s (no restart, no downtime): `%s`" % (
+            a.get("pid"), since, len(old.get("family") or []), a.get("scope"), old.get("command")),
+        "- `systemctl stop %s` drains it (%s) and ends the whole family; when it ends on its own, %s starts" % (
+            a.get("scope"), a.get("watcher"), r.get("unit")),
+        "- %s: enabled for its next start (the next boot, or a switch run), not started: %s (sha1 %s)" % (
+            r.get("unit"), r.get("unit_path"), r.get("unit_checksum")),
+        "- log: still %s until the service starts (then the journal)" % (a.get("log") or "where it went"),
+        "- steps: %s" % _steps(r.get("steps")),
+        "- boot launchers: %s (%s)" % (_none(", ".join(sorted(set(b.get("path", "") for b in old.get("boot_launchers") or [])))),
+                                       r.get("boot_launchers_handling")),
+    ]) + "\n"

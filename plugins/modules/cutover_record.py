@@ -33,7 +33,7 @@ options:
   kind:
     description: What the record is of.
     type: str
-    choices: [cutover, rollback]
+    choices: [cutover, rollback, adopt]
     default: cutover
 attributes:
   check_mode:
@@ -84,7 +84,7 @@ def main():
         argument_spec=dict(
             dir=dict(type="path", required=True),
             record=dict(type="dict", required=True),
-            kind=dict(type="str", choices=["cutover", "rollback"], default="cutover"),
+            kind=dict(type="str", choices=["cutover", "rollback", "adopt"], default="cutover"),
         ),
         supports_check_mode=True,
     )

@@ -126,6 +126,12 @@ adhoc:
   returned: always
   type: bool
   sample: true
+adopted:
+  description: The scope the server was adopted into in place (C(UNIT-adopted.scope), by M(inferops.sglang.sglang_adopt)),
+    or null. The capture of an adopted server is not taken again (it was taken before its wrapper loop was stopped).
+  returned: when a server listens
+  type: str
+  sample: sglang-30000-adopted.scope
 unit_state:
   description: The ActiveState of O(unit) when it runs the server on the port, else null.
   returned: when something listens on the port
