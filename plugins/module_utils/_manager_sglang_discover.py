@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _boot, _discover, _files, _procfs, _readiness, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
@@ -26,10 +26,10 @@ class SglangDiscover(Base):
         procs = _procfs.snapshot()
         pids = _discover.listeners(p["port"], procs)
         service = p["unit"] + ".service" if p["unit"] else None
-        disabled = _discover.disabled_launchers(service) if service else []
+        disabled = _boot.disabled_launchers(service) if service else []
         if not pids:
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[], elapsed=self.elapsed(),
-                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
+                                  launchers=_boot.launchers(p["port"]), disabled_launchers=disabled,
                                   stored=_stored(p["capture_path"]), msg="nothing listens on port %d" % p["port"])
         server = _discover.main_process(pids[0], procs)
         fam = _discover.family_of(server, procs)
@@ -57,7 +57,7 @@ class SglangDiscover(Base):
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_discover.is_sglang(server),
-                      launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
+                      launchers=_boot.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
         if result["sglang"]:
             result["model"] = served_model(p["port"], cap["argv"])
         if wrapper:
