@@ -6,7 +6,7 @@ export CONTAINERS_CONF=$INFEROPS_ROOT/tests/testbed/containers.conf
 export PATH=$INFEROPS_ROOT/.venv/bin:$PATH
 export ANSIBLE_COLLECTIONS_PATH=$INFEROPS_ROOT/.cache/collections
 eval "$("$INFEROPS_ROOT/tests/testbed/build-image.sh")"
-export INFEROPS_TESTBED_BASE INFEROPS_TESTBED_IMAGE
+export INFEROPS_TESTBED_BASE INFEROPS_TESTBED_IMAGE INFEROPS_TESTBED_IMAGE_BULLSEYE INFEROPS_TESTBED_IMAGE_TRIXIE
 # On a hybrid cgroup host (v1 controllers, v2 at /sys/fs/cgroup/unified) systemd in a container
 # learns that a unit's cgroup emptied only through the v2 hierarchy: without it every stop of a
 # unit whose main process exited hangs until TimeoutStopSec and Restart= never fires.
