@@ -53,7 +53,7 @@ def cutover_adopt(capture, command=None, extra_args=None, environment=None, work
     env.update(environment)
     exe = argv[0]
     venv = ""
-    if os.path.basename(exe).startswith("python"):
+    if os.path.basename(exe).startswith("python") or os.path.basename(exe) == "sglang":  # `sglang serve` too
         venv = os.path.dirname(os.path.dirname(exe))
     return {
         "source": source,

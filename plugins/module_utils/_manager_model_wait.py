@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _readiness, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
@@ -26,7 +26,7 @@ class ModelWait(Base):
             self.fail("timeout must be > 0 seconds")
         if self.module.check_mode:
             self.module.exit_json(changed=False, skipped_wait=True, msg="check mode: not waited for %s" % server.url)
-        checks = []
+        checks, gates = [], []
         if p["pid"]:
             start = _procfs.starttime(p["pid"])
             if start is None:
@@ -38,9 +38,15 @@ class ModelWait(Base):
             except Exception as e:  # pylint: disable=broad-except
                 self.fail("cannot watch unit %s: %s" % (p["unit"], e))
             checks.append(watch.problem)
+            gates.append(watch.active)
+        if p["unit"] or p["pid"]:
+            service = p["unit"] if not p["unit"] or "." in p["unit"] else p["unit"] + ".service"
+            checks.append(_discover.SchedulerWatch(unit=service, pid=p["pid"]).problem)
+            if server.is_local():
+                gates.insert(0, lambda: _discover.listener_problem(server.port, unit=service, pid=p["pid"]))
         try:
             res = _readiness.wait(server, timeout=p["timeout"], ready=p["ready"], models=p["models"],
-                                  generate=p["generate"], checks=checks)
+                                  generate=p["generate"], checks=checks, gates=gates)
         except _readiness.NotReady as e:
             out = dict(e.result)
             out.update(self.logs())

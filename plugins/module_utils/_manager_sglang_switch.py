@@ -14,7 +14,7 @@ import re
 import subprocess
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _files, _procfs, _readiness, _record, _selinux, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _record, _selinux, _switch, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import log_lines, process_alive
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
@@ -152,17 +152,23 @@ class SglangSwitch(Base):
             self.failed(str(e), result)
         what = "the captured command" if back else unit
         log_file = None
+        # ready means: the ready path answers 200, the listener on the port is what was started (not a server
+        # that happens to hold the port), and, for the unit, systemd says active (its readiness gate passed)
         if back:
             pid = outcome.get("pid_started")
-            checks = [process_alive(pid, _procfs.starttime(pid or 0))]
+            checks = [process_alive(pid, _procfs.starttime(pid or 0)), _discover.SchedulerWatch(pid=pid).problem]
+            gates = [lambda: _discover.listener_problem(server.port, pid=pid)]
             log_file = (_files.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
         else:
             try:
-                checks = [_systemd.UnitWatch(self.module.run_command, unit).problem]
+                watch = _systemd.UnitWatch(self.module.run_command, unit)
             except Exception as e:  # pylint: disable=broad-except
                 self.failed("cannot watch unit %s: %s" % (unit, e), result, wait_failed=True)
+            checks = [watch.problem, _discover.SchedulerWatch(unit=unit).problem]
+            gates = [lambda: _discover.listener_problem(server.port, unit=unit), watch.active]
         try:
-            res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks)
+            res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
+                                  gates=gates)
             if w["model"] and res.get("model") != w["model"]:
                 raise _readiness.NotReady("%s serves %s; %s was served before" % (what, res.get("model"), w["model"]), res)
         except _readiness.NotReady as e:

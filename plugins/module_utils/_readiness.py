@@ -48,6 +48,10 @@ class Server:
         self.conn_class = HTTPSConnection if parts.scheme == "https" else HTTPConnection
         self.api_key = api_key
 
+    def is_local(self):
+        """Whether the server is on this host (a loopback or wildcard address): its listener can then be looked at."""
+        return self.host in ("localhost", "0.0.0.0", "::") or self.host.startswith("127.") or self.host == "::1"
+
     def port_open(self, timeout=1.0):
         try:
             with socket.create_connection((self.host, self.port), timeout=timeout):
@@ -89,12 +93,20 @@ def model_names(answer):
     return [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
 
 
-def wait(server, timeout=900.0, ready="auto", models=True, generate=False, checks=(), check_every=1.0,
+def ready_path_of(probe):
+    """The path that tells readiness, from an answer to /ready: /ready where the server has an open one; /health
+    where it has none (404, SGLang before 0.5.23) or keeps it behind --api-key (401, 0.5.5-0.5.15 without the key)."""
+    return "/health" if probe.status in (401, 404) else "/ready"
+
+
+def wait(server, timeout=900.0, ready="auto", models=True, generate=False, checks=(), gates=(), check_every=1.0,
          poll=POLL, clock=time.monotonic):
     """Wait until the server is ready; raise NotReady when it cannot be, or when timeout passes.
 
     ready: 'auto' (/ready where the server has it, else /health), or a path that must answer 200.
     checks: callables returning None while the server may still come up, else the reason it cannot.
+    gates: callables asked once the ready path answers 200, returning None when that answer counts, else what is
+    still awaited (the listener is another process; the unit is still activating): the wait goes on.
     """
     t0 = clock()
     res = {"phases": {}, "attempts": 0, "endpoints": {}, "ready_path": None, "model": None}
@@ -120,7 +132,9 @@ def wait(server, timeout=900.0, ready="auto", models=True, generate=False, check
         if now - t0 >= timeout:
             res["elapsed"] = round(now - t0, 3)
             res["phase"] = phase
-            raise NotReady("the server at %s was not ready within %.0f s (still %s)" % (server.url, timeout, phase), res)
+            awaiting = "; awaiting: %s" % "; ".join(res["awaiting"]) if res.get("awaiting") else ""
+            raise NotReady("the server at %s was not ready within %.0f s (still %s%s)" % (
+                server.url, timeout, phase, awaiting), res)
         res["attempts"] += 1
         if phase == "loading":
             if server.port_open():
@@ -130,14 +144,18 @@ def wait(server, timeout=900.0, ready="auto", models=True, generate=False, check
         else:
             if ready_path is None:
                 probe = server.request("/ready")
-                ready_path = "/health" if probe.status == 404 else "/ready"
+                ready_path = ready_path_of(probe)
                 answer = probe if ready_path == "/ready" else server.request(ready_path)
             else:
                 answer = server.request(ready_path)
             res["endpoints"][ready_path] = answer.as_dict()
             if answer.status == 200:
-                done("warmup")
-                break
+                awaited = [why for why in (gate() for gate in gates) if why]
+                if not awaited:
+                    res.pop("awaiting", None)
+                    done("warmup")
+                    break
+                res["awaiting"] = awaited
             if answer.status == 0:  # the port closed again: the server went back to loading (or died)
                 phase, phase_t = "loading", clock()
         time.sleep(poll)

@@ -66,6 +66,13 @@ class UnitWatch:
         self.seen_running = first.get("ActiveState") in ("active", "activating", "reloading")
         self.last = first
 
+    def active(self):
+        """None once the unit is active (its readiness gate passed), else what it is (a wait's gate)."""
+        state = show(self.run, self.unit, ("ActiveState", "SubState"))
+        if state.get("ActiveState") == "active":
+            return None
+        return "unit %s is %s (%s), not yet active" % (self.unit, state.get("ActiveState"), state.get("SubState"))
+
     def problem(self):
         """None while the unit may still come up; else why not."""
         p = show(self.run, self.unit)

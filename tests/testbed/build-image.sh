@@ -13,6 +13,10 @@ cache=${INFEROPS_CACHE:-$root/.cache}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
+# One build at a time on this machine (several checkouts may ask at once); the second finds the image made.
+exec 9>/tmp/inferops-testbed-image.lock
+flock 9
+
 # The double's wheel (and its one dependency) come from the host's wheel cache.
 "$here/wheels.sh" >&2
 
@@ -22,9 +26,12 @@ base_image() {  # RELEASE: the base image's name, built when missing
 # --- base recipe
   if ! podman image exists "$base"; then
     echo "building $base ($release: debootstrap, about 70 s)" >&2
-    dir=$(mktemp -d "$cache/rootfs.XXXXXX")
-    trap 'rm -rf "$dir"' EXIT
+    # outside the checkout: nothing that copies or walks the checkout may enter the root file system while
+    # debootstrap has /proc mounted in it (a busy mount outlives debootstrap, and tar would pack it)
+    dir=$(mktemp -d /var/tmp/inferops-rootfs.XXXXXX)
+    trap 'umount -l "$dir/proc" "$dir/sys" 2>/dev/null; rm -rf --one-file-system "$dir"' EXIT
     debootstrap --variant=minbase --include="$(paste -sd, "$here/packages.txt")" "$release" "$dir" "$mirror" >&2
+    umount -l "$dir/proc" "$dir/sys" 2>/dev/null || true
     # A container has no console to log in on, and no hardware clock or udev to wait for.
     rm -f "$dir"/etc/machine-id && : > "$dir"/etc/machine-id
     for u in getty@tty1.service systemd-timesyncd.service; do rm -f "$dir"/etc/systemd/system/*/"$u"; done
@@ -33,8 +40,8 @@ base_image() {  # RELEASE: the base image's name, built when missing
     mkdir -p "$dir"/root/.ssh && chmod 700 "$dir"/root/.ssh
     printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' > "$dir"/etc/ssh/sshd_config.d/testbed.conf
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-    tar -C "$dir" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$base" >&2
-    rm -rf "$dir"; trap - EXIT
+    tar -C "$dir" --one-file-system -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$base" >&2
+    rm -rf --one-file-system "$dir"; trap - EXIT
   fi
 # --- end base
   echo "$base"

@@ -67,3 +67,13 @@ def test_no_change_and_no_capture():
     assert cutover_changes(same, cutover_adopt(same)) == ["the unit runs exactly what runs now"]
     lines = cutover_changes({}, cutover_adopt({}, ["/opt/v/bin/python", "--api-key", KEY]))
     assert lines[0].startswith("no server ran on the port") and KEY not in "".join(lines)
+
+
+def test_a_console_script_server_keeps_its_entry_point_and_venv():
+    """`sglang serve` runs as `VENV/bin/python3 VENV/bin/sglang serve ...` (the script's shebang) in /proc."""
+    serve = dict(CAPTURE, argv=["/opt/sglang/venv/bin/python3", "/opt/sglang/venv/bin/sglang", "serve", "--port", "30000"],
+                 argv0_resolved="/opt/sglang/venv/bin/python3")
+    plan = cutover_adopt(serve)
+    assert plan["command"] == serve["argv"] and plan["venv"] == "/opt/sglang/venv"
+    given = cutover_adopt(CAPTURE, ["/srv/venv/bin/sglang", "serve", "--model-path", "/m"])
+    assert given["venv"] == "/srv/venv"

@@ -89,3 +89,61 @@ def test_local_url_of_a_listener(spawn, bind, url):
     with socket.create_connection(("::1" if ":" in bind else "127.0.0.1", port)):
         assert wait_for(lambda: _discover.connections(port) == 1, 5)
     assert _discover.local_url(free_port()) is None
+
+
+def test_two_servers_of_one_session_never_share_an_orphan(shell):
+    """Server A's untitled orphan starts after server B (same venv, same shell session and process group): it is
+    A's alone (it shares A's resource tracker pipe), so a cutover of B never touches it."""
+    a, b = free_port(), free_port()
+    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s > b.log 2>&1 & wait" % (server_cmd(a), server_cmd(b)))
+    (server_a,) = wait_listening(a)
+    (server_b,) = wait_listening(b)
+    procs = _procfs.snapshot()
+    fam_a = _discover.family_of(procs[server_a], procs)
+    fam_b = _discover.family_of(procs[server_b], procs)
+    orphans = [pid for pid in fam_a if "spawn_main" in procs[pid].cmdline and procs[pid].sid != procs[server_a].sid]
+    assert len(orphans) == 1, fam_a
+    orphan = procs[orphans[0]]
+    assert orphan.starttime >= procs[server_b].starttime, "the orphan started after both servers"
+    assert not set(fam_a) & set(fam_b), (fam_a, fam_b)
+    assert [t for t in (procs[p].cmdline for p in fam_b) if t.startswith("sglang::scheduler")], "B keeps its own"
+
+
+def test_claimant_ranks_ties(spawn):
+    """Without a shared pipe: the process group, then the session, then the latest server started before it."""
+    P = _procfs.Process
+
+    def proc(pid, pgid, sid, start):
+        return P(pid, 1, pgid, sid, "S", start, 0, "python3", ["python3"], 0)
+
+    a, b = proc(10, 10, 5, 100), proc(20, 20, 5, 200)
+    assert _discover.claimant(proc(30, 10, 30, 300), [a, b]) is a, "its process group"
+    assert _discover.claimant(proc(30, 30, 5, 300), [a, b]) is b, "same session: the latest started before it"
+    assert _discover.claimant(proc(30, 30, 5, 50), [a, b]) is a, "older than both: the earliest of its session"
+    assert _discover.claimant(proc(30, 30, 30, 150), [a, b]) is a, "start time alone"
+    assert _discover.claimant(proc(30, 30, 30, 50), [a, b]) is None, "older than every server, no tie"
+
+
+def test_listener_is_the_servers_own(shell, spawn):
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (server,) = wait_listening(port)
+    assert _discover.listener_problem(port, pid=server) is None
+    other = spawn.python("import time; time.sleep(600)")
+    why = _discover.listener_problem(port, pid=other.pid)
+    assert why and "port %d is held by pid %d" % (port, server) in why and "pid %d's family" % other.pid in why
+    assert "nothing that can be read listens" in _discover.listener_problem(free_port(), pid=server)
+
+
+def test_scheduler_watch_names_a_killed_scheduler(shell):
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (server,) = wait_listening(port)
+    watch = _discover.SchedulerWatch(pid=server)
+    assert watch.problem() is None
+    assert len(watch.seen) == 2, "tp 2: two schedulers seen"
+    (ident, title) = sorted(watch.seen.items())[0]
+    os.kill(ident[0], 9)
+    assert wait_for(lambda: watch.problem(), 10)
+    why = watch.problem()
+    assert "lost a scheduler" in why and "%s (pid %d)" % (title, ident[0]) in why, why

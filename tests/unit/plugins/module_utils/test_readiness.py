@@ -84,3 +84,32 @@ def test_does_not_hammer_a_loading_server(server):
 def test_bad_url():
     with pytest.raises(ValueError, match="not an http"):
         _readiness.Server("localhost:30000")
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15"])
+def test_ready_path_behind_the_key_is_health(server, spawn, version):
+    """0.5.5-0.5.15 keep /ready behind --api-key (401) or have none (404): readiness is asked of /health."""
+    p = server("--api-key", "sk-secret", version=version)
+    res = _readiness.wait(_readiness.Server(p.url, api_key="sk-secret"), timeout=30)
+    assert res["ready_path"] == "/health" and res["model"] == spawn.marker
+    assert _readiness.ready_path_of(_readiness.Answer(401)) == "/health"
+    assert _readiness.ready_path_of(_readiness.Answer(404)) == "/health"
+    assert _readiness.ready_path_of(_readiness.Answer(503)) == "/ready"
+
+
+def test_gates_hold_the_answer_back(server):
+    """A 200 counts only once every gate passes (the listener is the server's own, the unit is active)."""
+    p = server()
+    opened = []
+    t0 = time.monotonic()
+
+    def gate():
+        if time.monotonic() - t0 < 4:
+            return "the unit is still activating"
+        opened.append(time.monotonic())
+        return None
+
+    res = _readiness.wait(_readiness.Server(p.url), timeout=30, gates=[gate])
+    assert opened and res["ready_after"] >= 4 and "awaiting" not in res
+    with pytest.raises(_readiness.NotReady, match=r"still warmup; awaiting: held"):
+        _readiness.wait(_readiness.Server(p.url), timeout=1, gates=[lambda: "held"])
