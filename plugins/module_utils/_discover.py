@@ -305,4 +305,3 @@ def capture(pid):
         "stdout": _log_file(pid, 1),
         "stderr": _log_file(pid, 2),
     }
-

@@ -68,7 +68,7 @@ def with_wants(text, units):
 
 def systemd_version(run):
     """The host's systemd version (`systemctl --version`: "systemd 247 (247.3-7)"), None when it cannot say."""
-    rc, out, _ = timed(run, ["systemctl", "--version"], TIMEOUT)
+    rc, out, dummy = timed(run, ["systemctl", "--version"], TIMEOUT)
     words = out.split() if rc == 0 else []
     if len(words) > 1 and words[0] == "systemd":
         digits = words[1].split(".")[0].split("~")[0]

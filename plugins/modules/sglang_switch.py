@@ -215,7 +215,7 @@ preflight:
 selinux:
   description:
     - Where the unit is about to run, O(executable)'s SELinux check, C(action) V(none) (not enforcing, or a type
-      systemd runs), V(fix) (labelled with RV(selinux.commands); C(fixed)) or V(stop) (a problem says what to run).
+      systemd runs), V(fix) (its folder labelled with C(commands); C(fixed)) or V(stop) (a problem says what to run).
     - Null when nothing is to be started.
   returned: always
   type: dict

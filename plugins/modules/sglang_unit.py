@@ -137,8 +137,8 @@ wants_present:
   sample: [nvidia-persistenced.service]
 systemd_version:
   description:
-    - The host's systemd version (C(systemctl --version)): the unit is written for it. Null when it could not be read;
-      the unit is then written as given.
+    - The host's systemd version (C(systemctl --version)), the one the unit is written for. Null when it could not be
+      read; the unit is then written as given.
   returned: always
   type: int
   sample: 247

@@ -144,6 +144,6 @@ def test_scheduler_watch_names_a_killed_scheduler(shell):
     assert len(watch.seen) == 2, "tp 2: two schedulers seen"
     (ident, title) = sorted(watch.seen.items())[0]
     os.kill(ident[0], 9)
-    assert wait_for(lambda: watch.problem(), 10)
+    assert wait_for(watch.problem, 10)
     why = watch.problem()
     assert "lost a scheduler" in why and "%s (pid %d)" % (title, ident[0]) in why, why
