@@ -34,7 +34,7 @@ lane() {
       echo "molecule scenario $s FAILED after $((SECONDS - t0)) s; its log:"; tail -n 150 "tests/output/molecule-$s.log"
       return 1
     fi
-    grep -E '^(=+ .* (passed|failed).* =+|[a-z_]+ +: actions=)' "tests/output/molecule-$s.log" || true
+    grep -E '^(=+ .* (passed|failed).* =+|[a-z_]+ +: actions=|platform [a-z0-9]+: )' "tests/output/molecule-$s.log" || true
     echo "--- molecule scenario $s: $((SECONDS - t0)) s"
   done
 }
@@ -60,7 +60,7 @@ molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
   # Every scenario, in two lanes at once (the scenarios mostly wait on servers loading). A lane's scenarios
   # may share container names and SSH ports with each other, never with the other lane's.
-  local one=(modules nccl_env sglang_patches systemd_unit testbed cutover versions) two=() s
+  local one=(modules nccl_env sglang_patches systemd_unit testbed cutover versions platforms) two=() s
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${one[*]} " == *" $s "* ]] || two+=("$s")

@@ -7,7 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in systemd_exec_args.yml and systemd_env_file_value.yml beside this file.
+# Documented in systemd_exec_args.yml, systemd_env_file_value.yml and gate_python.yml beside this file.
+
+import posixpath
+import re
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import argv_option
@@ -76,7 +79,21 @@ def split_secrets(argv, flags):
     return {"secret_vars": secret_vars, "env": env}
 
 
+_PYTHON = re.compile(r"^python[0-9.]*$")
+
+
+def gate_python(executable):
+    """The interpreter the readiness gate runs with: the unit's own. The executable itself when it is a python (the
+    venv's python that ExecStart runs), else the python3 beside it (a console script such as /venv/bin/sglang: a
+    venv's bin has python3 beside it, the interpreter its shebang names)."""
+    if not isinstance(executable, str) or not executable.startswith("/"):
+        raise AnsibleFilterError("gate_python wants the unit's executable, an absolute path, not %r" % (executable,))
+    if _PYTHON.match(posixpath.basename(executable)):
+        return executable
+    return posixpath.join(posixpath.dirname(executable), "python3")
+
+
 class FilterModule(object):
     def filters(self):
         return {"systemd_exec_args": systemd_exec_args, "systemd_env_file_value": systemd_env_file_value,
-                "split_secrets": split_secrets, "argv_option": argv_option}
+                "split_secrets": split_secrets, "argv_option": argv_option, "gate_python": gate_python}

@@ -11,7 +11,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _files, _model_files, _pagecache, _procfs, _readiness, _scope, _systemd)
+    _boot, _discover, _files, _model_files, _pagecache, _procfs, _readiness, _scope, _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
@@ -30,11 +30,11 @@ class SglangDiscover(Base):
         procs = _procfs.snapshot()
         pids = _discover.listeners(p["port"], procs)
         service = p["unit"] + ".service" if p["unit"] else None
-        disabled = _discover.disabled_launchers(service) if service else []
+        disabled = _boot.disabled_launchers(service) if service else []
         if not pids:
             stored = _stored(p["capture_path"])
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
-                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
+                                  launchers=_boot.launchers(p["port"]), disabled_launchers=disabled,
                                   stored=stored, msg="nothing listens on port %d" % p["port"],
                                   model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
         server = _discover.main_process(pids[0], procs)
@@ -63,7 +63,7 @@ class SglangDiscover(Base):
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_discover.is_sglang(server),
-                      launchers=_discover.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
+                      launchers=_boot.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
         if result["sglang"]:
             result["model"] = served_model(p["port"], cap["argv"])
         if wrapper:

@@ -14,7 +14,7 @@ import re
 import subprocess
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _record, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _record, _selinux, _switch, _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import log_lines, process_alive
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
@@ -82,8 +82,12 @@ class SglangSwitch(Base):
         elif asked:
             asked.kill()
             asked.wait()
+        selinux = None
+        if p["target"] == "unit" and action not in ("none", "join"):
+            selinux = self.selinux(p["executable"], problems)
         result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
-                      unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
+                      unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3),
+                      selinux=selinux)
         if installed:
             if "diff" in installed:
                 result["diff"] = installed.pop("diff")
@@ -122,6 +126,19 @@ class SglangSwitch(Base):
         if p["record"]:
             self.keep_record(result, outcome, insp, back)
         self.module.exit_json(**result)
+
+    def selinux(self, executable, problems):
+        """On an enforcing host, the unit's executable labelled so systemd may run it (semanage and restorecon; not
+        in check mode), or a problem that says what to run: before anything is stopped. Returns the decision."""
+        decision = _selinux.check(executable)
+        if decision["action"] == "stop":
+            problems.append(decision["msg"])
+        elif decision["action"] == "fix" and not self.module.check_mode:
+            why = _selinux.fix(self.module.run_command, decision)
+            decision["fixed"] = why is None
+            if why:
+                problems.append("%s; %s" % (decision["msg"], why))
+        return decision
 
     def serve(self, result, outcome, unit, state_dir, back):
         """Wait for what the switch started until it serves (failing fast when it dies); the wait's answers go

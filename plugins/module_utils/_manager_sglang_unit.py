@@ -51,7 +51,12 @@ def install(mgr, spec, enabled=True, state="present", restart_on_change=False):
     except (RuntimeError, CommandError) as e:
         mgr.fail(str(e))
     present = [u for u, s in zip(spec["wants"], states[1:]) if s.get("LoadState") == "loaded"]
-    unit = _files.File(os.path.join(spec["unit_dir"], service), _unit.with_wants(spec["unit"], present), 0o644, 0, 0)
+    try:
+        version = _unit.systemd_version(run)
+    except CommandError as e:
+        mgr.fail(str(e))
+    text, omitted = _unit.for_systemd(_unit.with_wants(spec["unit"], present), version)
+    unit = _files.File(os.path.join(spec["unit_dir"], service), text, 0o644, 0, 0)
     files = [unit]
     env = None
     if spec["environment_path"]:
@@ -71,7 +76,7 @@ def install(mgr, spec, enabled=True, state="present", restart_on_change=False):
     served_changed = unit.content_differs or (env is not None and env.content_differs)
     result = dict(changed=False, unit=service, unit_path=unit.path, checksum=_files.sha1(unit.content),
                   environment_file=spec["environment_path"], environment_names=_unit.names(spec["environment"]),
-                  wants_present=present, active_state=now.get("ActiveState"),
+                  wants_present=present, systemd_version=version, omitted=omitted, active_state=now.get("ActiveState"),
                   changed_files=[f.path for f in files if f.differs], reloaded=False,
                   enabled_changed=False, restarted=False, started=False,
                   restart_needed=served_changed and active and not restart_on_change)

@@ -2,7 +2,8 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A systemd unit's text before it is installed: optional dependencies, and systemd-analyze's verdict."""
+"""A systemd unit's text before it is installed: optional dependencies, the settings the host's systemd knows, and
+systemd-analyze's verdict."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +16,27 @@ import tempfile
 from ansible_collections.inferops.sglang.plugins.module_utils._command import timed
 
 TIMEOUT = 60
+
+# Each setting the unit template (roles/systemd_unit/templates/unit.service.j2) writes, and the first systemd that
+# knows it (systemd's NEWS); 0: in every systemd a supported distribution ships (219 and older). A `Key=value` entry
+# is a value newer than its key. The one table: a unit test checks that it covers every line of the template.
+SINCE = {
+    "Description": 0, "Wants": 0, "After": 0, "RequiresMountsFor": 0, "ExecStart": 0, "ExecStartPost": 0,
+    "WorkingDirectory": 0, "User": 0, "Group": 0, "EnvironmentFile": 0, "KillMode": 0, "TimeoutStartSec": 0,
+    "TimeoutStopSec": 0, "Restart": 0, "RestartSec": 0, "SuccessExitStatus": 0, "RestartForceExitStatus": 0,
+    "LimitNOFILE": 0, "LimitMEMLOCK": 0, "LimitCORE": 0, "Type": 0,
+    "NoNewPrivileges": 0, "ProtectSystem": 0, "WantedBy": 0,
+    "KillMode=mixed": 209,
+    "StartLimitIntervalSec": 230,  # [Unit]; before 230 StartLimitInterval= of [Service]
+    "StartLimitBurst": 230,  # [Unit] from 230
+    "ProtectKernelModules": 232,
+    "ProtectControlGroups": 232,
+    "LockPersonality": 235,
+    "Type=exec": 240,
+    "RestrictSUIDSGID": 242,
+}
+# What an older systemd gets instead of a value it does not know (a setting without one is left out).
+INSTEAD = {"Type=exec": "Type=simple", "KillMode=mixed": "KillMode=control-group"}
 
 
 def with_wants(text, units):
@@ -44,6 +66,38 @@ def with_wants(text, units):
     return "\n".join(lines)
 
 
+def systemd_version(run):
+    """The host's systemd version (`systemctl --version`: "systemd 247 (247.3-7)"), None when it cannot say."""
+    rc, out, dummy = timed(run, ["systemctl", "--version"], TIMEOUT)
+    words = out.split() if rc == 0 else []
+    if len(words) > 1 and words[0] == "systemd":
+        digits = words[1].split(".")[0].split("~")[0]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def for_systemd(text, version):
+    """(text, omitted): the unit's text for systemd `version` - each setting newer than it (SINCE) replaced by what
+    that systemd knows (INSTEAD) or left out - and the "Key=value (needs N)" lines changed. None: as it is."""
+    if version is None:
+        return text, []
+    lines, omitted = [], []
+    for line in text.split("\n"):
+        s = line.strip()
+        key = s.split("=", 1)[0] if "=" in s and not s.startswith("#") else None
+        need = max(SINCE.get(key, 0), SINCE.get(s, 0)) if key else 0
+        if need > version:
+            omitted.append("%s (needs %d)" % (s, need))
+            for whole in (s, key):
+                if whole in INSTEAD:
+                    lines.append(INSTEAD[whole])
+                    break
+            continue
+        lines.append(line)
+    return "\n".join(lines), omitted
+
+
 def names(environment):
     """The variable names an environment file's text sets, sorted."""
     return sorted(set(line.split("=", 1)[0].strip() for line in environment.splitlines()
@@ -57,7 +111,8 @@ def verify(run, text, service):
         path = os.path.join(folder, service)
         with open(path, "w") as f:
             f.write(text)
-        rc, out, err = timed(run, ["systemd-analyze", "verify", "%s:%s" % (path, service)], TIMEOUT)
+        # the plain path: the file is named after the service (PATH:NAME needs systemd 250)
+        rc, out, err = timed(run, ["systemd-analyze", "verify", path], TIMEOUT)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if rc == 0:

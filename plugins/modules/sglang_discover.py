@@ -18,8 +18,9 @@ description:
     helpers of the same interpreter) that left it, in the same process group or session, or orphaned after it
     started. Another server's processes and an operator's C(tail -f), C(less), C(vim) or C(watch) never are.
   - Reports a supervising wrapper that would start the server again (a shell loop, a script, tmux, screen).
-  - Reports launchers that would start a second copy at boot, C(@reboot) crontab lines and C(/etc/rc.local)
-    lines running C(sglang.launch_server) on this port or the wrapper's script.
+  - Reports launchers that would start a second copy at boot, C(@reboot) crontab lines (where Debian or the RHEL
+    family keeps them) and C(/etc/rc.local) or C(/etc/rc.d/rc.local) lines running C(sglang.launch_server) on
+    this port or the wrapper's script.
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
     What it returns is redacted, except RV(stored); O(capture_path) receives the full capture, secrets included,
     mode 0600.

@@ -15,7 +15,9 @@ version_added: 0.1.0
 description:
   - B(Preflight), always, before anything is stopped (alone in check mode). What listens on O(port) is an SGLang
     server; no process outside its family listens there; no process outside its family holds its GPUs, unless
-    O(release_strays); O(executable) exists and finds the C(sglang) package; the unit is installed.
+    O(release_strays); O(executable) exists and finds the C(sglang) package; the unit is installed; where SELinux
+    is enforcing, O(executable) has a type systemd runs (else its folder is labelled C(bin_t) with C(semanage
+    fcontext) and C(restorecon) when they are there, or the module fails saying what to run).
     Protected daemons (C(nvidia-persistenced) and the like) are listed and never touched.
   - B(Switch), as one process on the host, detached from the controller (a transient systemd unit started with
     C(systemd-run); a new session where systemd is not PID 1) and holding a lock (one switch per port). It stops a
@@ -210,6 +212,14 @@ preflight:
   returned: always
   type: dict
   sample: {owner: adhoc, gpus: [0, 1], family: [{pid: 4242, cmdline: "python -m sglang.launch_server ..."}], strays: []}
+selinux:
+  description:
+    - Where the unit is about to run, O(executable)'s SELinux check, C(action) V(none) (not enforcing, or a type
+      systemd runs), V(fix) (its folder labelled with C(commands); C(fixed)) or V(stop) (a problem says what to run).
+    - Null when nothing is to be started.
+  returned: always
+  type: dict
+  sample: {action: none, enforcing: false, path: null, type: null, commands: [], msg: null}
 problems:
   description: Why the switch must not begin (the module then fails).
   returned: always

@@ -15,8 +15,10 @@ version_added: 0.2.0
 description:
   - Looks at the unit and the files once, and writes a file only when its content, mode or owner differs
     (atomically, owned by root).
-  - A unit whose text changes is verified with C(systemd-analyze verify) before anything is written, in check
-    mode too; a rejected unit fails the task and nothing is written.
+  - The unit is written for the host's systemd (C(systemctl --version)) - a setting newer than it is replaced by
+    its older equivalent or left out, and said so in RV(omitted) - then, when its text changes, verified with
+    C(systemd-analyze verify) before anything is written, in check mode too; a rejected unit fails the task and
+    nothing is written.
   - Reloads systemd when the unit's text changed, enables or disables it, and starts or restarts it when told to.
   - The P(inferops.sglang.systemd_unit#role) role renders the texts and calls this module.
 author: inferops.sglang maintainers (@inferops)
@@ -133,6 +135,21 @@ wants_present:
   type: list
   elements: str
   sample: [nvidia-persistenced.service]
+systemd_version:
+  description:
+    - The host's systemd version (C(systemctl --version)), the one the unit is written for. Null when it could not be
+      read; the unit is then written as given.
+  returned: always
+  type: int
+  sample: 247
+omitted:
+  description:
+    - The unit's settings this host's systemd is too old for, with the version each needs; those with an older
+      equivalent are replaced by it (C(Type=exec) by C(Type=simple)), the others left out.
+  returned: always
+  type: list
+  elements: str
+  sample: ["RestrictSUIDSGID=yes (needs 242)"]
 active_state:
   description: The service's ActiveState before this call.
   returned: always

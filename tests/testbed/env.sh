@@ -7,7 +7,7 @@ export PATH=$INFEROPS_ROOT/.venv/bin:$PATH
 export ANSIBLE_COLLECTIONS_PATH=$INFEROPS_ROOT/.cache/collections
 _inferops_images=$("$INFEROPS_ROOT/tests/testbed/build-image.sh") || { echo "the test-bed images could not be built" >&2; return 1; }
 eval "$_inferops_images"
-export INFEROPS_TESTBED_BASE INFEROPS_TESTBED_IMAGE
+export INFEROPS_TESTBED_BASE INFEROPS_TESTBED_IMAGE INFEROPS_TESTBED_IMAGE_BULLSEYE INFEROPS_TESTBED_IMAGE_TRIXIE
 # On a hybrid cgroup host (v1 controllers, v2 at /sys/fs/cgroup/unified) systemd in a container
 # learns that a unit's cgroup emptied only through the v2 hierarchy: without it every stop of a
 # unit whose main process exited hangs until TimeoutStopSec and Restart= never fires.

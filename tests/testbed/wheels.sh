@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fills the host's wheel cache once; containers install from it with --no-index.
-#   $cache/wheels/double  the SGLang double and setproctitle, for the containers' Python 3.11
+#   $cache/wheels/double  the SGLang double and setproctitle, for the containers' Pythons (3.9, 3.11, 3.13)
 #   $cache/wheels/real    the real sglang wheels, pinned by sha256: installed --no-deps for the patch tests and
 #                         read by tests/conformance (never imported or run)
 set -euo pipefail
@@ -18,9 +18,12 @@ if [ ! -f "$cache/wheels/double/.src-$src_hash" ]; then
   rm -rf "$root/tests/sglang_double/build" "$root"/tests/sglang_double/*.egg-info
   touch "$cache/wheels/double/.src-$src_hash"
 fi
-ls "$cache"/wheels/double/setproctitle-*.whl >/dev/null 2>&1 ||
-  dl --python-version 3.11 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-     -d "$cache/wheels/double" setproctitle==1.3.8
+for w in 39:1.3.7 311:1.3.8 313:1.3.8; do  # Debian 11, 12 and 13's Python (molecule/platforms); 1.3.8 has no cp39
+  v=${w%%:*}
+  ls "$cache"/wheels/double/setproctitle-*-cp"$v"-*.whl >/dev/null 2>&1 ||
+    dl --python-version "${v:0:1}.${v:1}" --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+       -d "$cache/wheels/double" "setproctitle==${w#*:}"
+done
 # version  sha256 of its wheel (0.5.15+ are cp312 manylinux_2_34 binary wheels; 0.5.5/0.5.9 pure Python)
 real=(
   "0.5.5  3c57f135ec0a7a5cf6ae4ed5e0b231d7bf7e0fae588bbc1a881560f1c18db995"

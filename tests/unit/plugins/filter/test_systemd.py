@@ -39,3 +39,22 @@ def test_split_secrets():
 def test_argv_option():
     assert argv_option(["--port", "1", "--port=2"], "--port") == "2"
     assert argv_option(["--host", "0.0.0.0"], "--port", 30000) == 30000
+
+
+@pytest.mark.parametrize("executable, python", [
+    ("/opt/sglang/venv/bin/python", "/opt/sglang/venv/bin/python"),
+    ("/opt/sglang/venv/bin/python3.9", "/opt/sglang/venv/bin/python3.9"),
+    ("/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3"),
+    ("/opt/sglang/venv/bin/sglang", "/opt/sglang/venv/bin/python3"),  # a console script: the venv's python
+    ("/home/ml/env/bin/keep-serving.sh", "/home/ml/env/bin/python3"),
+])
+def test_the_gate_runs_with_the_units_own_interpreter(executable, python):
+    from ansible_collections.inferops.sglang.plugins.filter.systemd import gate_python
+    assert gate_python(executable) == python
+
+
+@pytest.mark.parametrize("bad", ["python3", "", None, ["/usr/bin/python3"]])
+def test_the_gate_interpreter_wants_an_absolute_executable(bad):
+    from ansible_collections.inferops.sglang.plugins.filter.systemd import gate_python
+    with pytest.raises(AnsibleFilterError):
+        gate_python(bad)

@@ -38,3 +38,45 @@ def test_the_names_an_environment_file_sets():
     text = "# managed\nPATH=/opt/v/bin:/usr/bin\nINFEROPS_API_KEY=\"a=b\"\n  # a comment=x\nHF_HOME=/data\n\n"
     assert names(text) == ["HF_HOME", "INFEROPS_API_KEY", "PATH"]
     assert names("") == []
+
+
+def test_a_settings_table_entry_for_every_line_the_unit_template_writes():
+    import re
+    from ansible_collections.inferops.sglang.plugins.module_utils._unit import SINCE
+    from tests.unit.conftest import ROOT
+    template = (ROOT / "roles/systemd_unit/templates/unit.service.j2").read_text()
+    keys = set(re.findall(r"^([A-Z][A-Za-z]+)=", template, re.M))
+    assert "RestrictSUIDSGID" in keys and "Type" in keys
+    assert sorted(keys - set(SINCE)) == []
+    defaults = (ROOT / "roles/systemd_unit/defaults/main.yml").read_text()
+    assert sorted(set(re.findall(r"^  (Limit[A-Z]+):", defaults, re.M)) - set(SINCE)) == []
+
+
+HARDENED = ("[Unit]\nStartLimitIntervalSec=3600\n[Service]\nType=exec\nExecStart=/bin/sleep 1\nKillMode=mixed\n"
+            "# RestrictSUIDSGID=yes in a comment stays\nProtectKernelModules=yes\nRestrictSUIDSGID=yes\n"
+            "LockPersonality=yes\n")
+
+
+def test_the_unit_for_debian_11s_systemd_keeps_everything():
+    from ansible_collections.inferops.sglang.plugins.module_utils._unit import for_systemd
+    assert for_systemd(HARDENED, 247) == (HARDENED, [])
+    assert for_systemd(HARDENED, None) == (HARDENED, [])
+
+
+def test_an_older_systemd_gets_the_older_equivalent_or_nothing_and_is_told_what_needs_which_version():
+    from ansible_collections.inferops.sglang.plugins.module_utils._unit import for_systemd
+    text, omitted = for_systemd(HARDENED, 239)  # RHEL 8's upstream version
+    assert omitted == ["Type=exec (needs 240)", "RestrictSUIDSGID=yes (needs 242)"]
+    assert "Type=simple" in text.splitlines() and "RestrictSUIDSGID=yes" not in text.splitlines()
+    assert "# RestrictSUIDSGID=yes in a comment stays" in text and "LockPersonality=yes" in text
+    text, omitted = for_systemd(HARDENED, 208)
+    assert "KillMode=control-group" in text.splitlines() and "KillMode=mixed (needs 209)" in omitted
+    assert "StartLimitIntervalSec=3600 (needs 230)" in omitted and "StartLimitIntervalSec" not in text
+
+
+def test_this_hosts_systemd_version():
+    from ansible_collections.inferops.sglang.plugins.module_utils._unit import systemd_version
+    first = run(["systemctl", "--version"])[1].split()[1]
+    assert systemd_version(run) == int(first.split(".")[0].split("~")[0])
+    assert systemd_version(lambda argv: (0, "systemd 257 (257.9-1~deb13u1)\n+PAM +AUDIT\n", "")) == 257
+    assert systemd_version(lambda argv: (1, "", "no systemctl")) is None
