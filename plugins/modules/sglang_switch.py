@@ -78,6 +78,16 @@ options:
   executable:
     description: The unit's ExecStart executable; preflight checks that it exists and, for a Python, finds sglang.
     type: path
+  command:
+    description:
+      - The unit's command (its ExecStart argv: the capture with the overrides). When it runs
+        C(python -m sglang.launch_server) or C(sglang serve), the preflight parses its arguments with the installed
+        SGLang's own argument parser, run by the server's interpreter (parse only, no GPU visible, a time limit): an
+        unknown, removed or ambiguous flag fails the preflight with argparse's message, before anything is stopped.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
   devices:
     description: Globs of the device files whose holders are the server's GPUs' users.
     type: list
@@ -310,6 +320,7 @@ def main():
             target=dict(type="str", choices=["unit", "capture"], default="unit"),
             restart=dict(type="bool", default=False),
             executable=dict(type="path"),
+            command=dict(type="list", elements="str", default=[]),
             devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             timeout=dict(type="float"),
             install=dict(type="dict", options=dict(

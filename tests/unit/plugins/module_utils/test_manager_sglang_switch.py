@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from ansible_collections.inferops.sglang.plugins.module_utils import _switch
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
 from tests.unit.plugins.module_utils.test_readiness import server  # noqa: F401  pylint: disable=unused-import
 
@@ -38,17 +39,25 @@ def wait(url, **kw):
 STEPS = [{"step": "stop server", "seconds": 0.2}, {"step": "start captured command", "seconds": 0.01}]
 
 
+def finished(state_dir, **outcome):
+    """The outcome file of a finished switch r1, as its worker leaves it."""
+    outcome = dict(dict(id="r1", finished=True, error=None), **outcome)
+    _switch.write_json(str(state_dir / "switch.json"), outcome)
+    return outcome
+
+
 def test_the_captured_command_serves_and_the_rollback_is_recorded(server, tmp_path):  # noqa: F811
     p = server()
     mgr = SglangSwitch(Module(wait=wait(p.url, generate=True),
                               record=dict(dir=str(tmp_path / "30000"), data={"host": "h", "port": 30000,
                                                                              "failure": "unit failed"})))
     result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, downtime=0.21, pid_started=p.pid, action="rollback")
-    outcome = dict(pid_started=p.pid, began=1796058514.5)
+    outcome = finished(tmp_path, pid_started=p.pid, began=1796058514.5)
     mgr.serve(result, outcome, "sglang.service", str(tmp_path), back=True)
     assert result["ready_after"] > 1.0 and result["model"] and result["generated"]
     assert result["msg"].startswith("rollback: stop server 0.20 s; the captured command ready after")
-    mgr.keep_record(result, outcome, {"family": [], "gpus": []}, back=True)
+    given = dict(mgr.params["record"], family=[], gpus=[])
+    mgr.keep_record(result, outcome, given, True, str(tmp_path))
     record = json.loads((tmp_path / "30000" / "last.json").read_text())
     assert record == dict(host="h", port=30000, failure="unit failed", time=1796058514.5, action="rollback",
                           rollback_steps=STEPS, rollback_downtime_sec=0.21, pid_started=p.pid,
@@ -84,7 +93,8 @@ def test_the_cutover_record_is_completed_on_the_host(tmp_path):
                   model="m", generated="OK", sglang_version="0.5.23", elapsed=1.5,
                   installed=dict(seconds=0.5, unit_path="/etc/systemd/system/s.service", checksum="ab",
                                  environment_names=["A"]))
-    mgr.keep_record(result, dict(began=1796058514.5), {"family": [{"pid": 7}, {"pid": 8}], "gpus": [0, 1]}, back=False)
+    given = dict(mgr.params["record"], family=[7, 8], gpus=[0, 1], sglang_version="0.5.23", installed=result.pop("installed"))
+    mgr.keep_record(result, finished(tmp_path, action="switch", began=1796058514.5), given, False, str(tmp_path))
     rec = json.loads((tmp_path / "last.json").read_text())
     assert rec["old"] == {"pid": 7, "family": [7, 8]} and rec["gpus"] == [0, 1] and rec["generated"] is True
     assert rec["stages_sec"] == {"discover": 0.4, "unit": 0.5, "switch": 1.0, "verify": 11.2}
@@ -92,3 +102,20 @@ def test_the_cutover_record_is_completed_on_the_host(tmp_path):
     unit = (rec["unit_path"], rec["unit_checksum"], rec["environment_names"])
     assert unit == ("/etc/systemd/system/s.service", "ab", ["A"])
     assert result["report"].startswith("# Cutover of port 30000 on h") and (tmp_path / "cutover-20261130T170834Z.json").exists()
+
+
+def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(tmp_path):
+    """The run that switched, one that joined it and a rerun after an interruption all report switch r1: the
+    first keeps its record, the others write nothing, and the outcome file says who kept it."""
+    given = dict(dir=str(tmp_path / "rec"), data={"host": "h", "port": 30000}, family=[7], gpus=[0],
+                 sglang_version="0.5.9", installed=None)
+    outcome = finished(tmp_path, action="switch", began=1796058514.5, seconds=0.4)
+    kept = []
+    for _ in range(3):
+        mgr = SglangSwitch(Module(record=dict(dir=given["dir"], data={"host": "other"})))
+        result = dict(steps=STEPS, downtime=0.3, ready_after=2.0, elapsed=1.0)
+        mgr.keep_record(result, outcome, given, False, str(tmp_path))
+        kept.append(result["record_written"])
+    assert [len(k) for k in kept] == [3, 0, 0]
+    assert json.loads((tmp_path / "rec" / "last.json").read_text())["host"] == "h"  # the switch's run's data
+    assert sorted(_switch.read_json(str(tmp_path / "switch.json"))["recorded"]["files"]) == sorted(kept[0])

@@ -112,7 +112,8 @@ def test_preflight_problems(spawn, tmp_path):
     assert empty["owner"] is None and empty["family"] == [] and empty["problems"] == []
 
 
-def test_the_lock_allows_one_switch_per_port(tmp_path):
+def test_the_lock_allows_one_switch_per_port(tmp_path, monkeypatch):
+    monkeypatch.setattr(_switch, "LOCK_WAIT", 0.3)
     state, other = str(tmp_path / "state" / "1234"), str(tmp_path / "state" / "1235")
     assert not _switch.lock_busy(state) and not os.path.exists(state)
     fd = _switch.take_lock(state)
@@ -134,7 +135,7 @@ def test_launch_runs_detached_in_a_session_of_its_own_and_reports(tmp_path):
                 unit_name="inferops-test-none", state_dir=str(tmp_path / "state"), drain=1.0,
                 release_strays=False, devices=[str(tmp_path / "nvidia*")])
     script = ("import sys; sys.path.insert(0, %r); from ansible_collections.inferops.sglang.plugins.module_utils "
-              "import _switch; print(_switch.launch(%r)[0])" % (COLLECTIONS, plan))
+              "import _switch; print(_switch.launch(%r, 0)[1][0])" % (COLLECTIONS, plan))
     launcher = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, universal_newlines=True, check=True)
     assert launcher.stdout.strip() == sys.executable  # the session path, not systemd-run
     outcome = _switch.wait(plan["state_dir"], "t3", 30)
@@ -230,3 +231,59 @@ def test_a_server_that_ignores_sigterm_gets_the_whole_drain_budget(shell, tmp_pa
     stop = _stop_step(port, tmp_path, drain=1.5)
     assert not stop["drained"] and stop["escalated"]
     assert stop["timings"]["first_signal"] >= 1.5
+
+
+RACER = """
+import json, os, sys, time
+sys.path.insert(0, %r)
+from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+plan, go = json.loads(sys.argv[1]), float(sys.argv[2])
+since = time.time()
+while time.time() < go:
+    pass
+run_id, argv = _switch.launch(plan, since)
+print(json.dumps(dict(mine=plan["id"], reported=run_id, launched=argv is not None,
+                      outcome=_switch.wait(plan["state_dir"], run_id, 60))))
+"""
+
+
+def test_two_runs_at_once_make_one_switch_and_both_report_it(tmp_path):
+    """Two launches of one port at the same instant, each in its own process (an AWX retry, two operators): one
+    claims the switch and runs it, under its own plan; the other reports that switch as its own result."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "systemctl.log"
+    systemctl = bin_dir / "systemctl"  # systemd is not PID 1 here: a systemctl that logs and takes its time
+    systemctl.write_text("#!/bin/sh\necho \"$@\" >> %s\n[ \"$1\" = start ] && sleep 0.5\nexit 0\n" % calls)
+    systemctl.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    state = str(tmp_path / "state" / "1234")
+    go = repr(__import__("time").time() + 1.0)
+    racers = [subprocess.Popen([sys.executable, "-c", RACER % COLLECTIONS, json.dumps(dict(
+        id="run-%s" % n, action="start", port=free_port(), unit="sglang-%s.service" % n, unit_name="sglang-%s" % n,
+        state_dir=state, drain=1.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])), go],
+        stdout=subprocess.PIPE, universal_newlines=True, env=env) for n in "ab"]
+    answers = [json.loads(r.communicate(timeout=90)[0]) for r in racers]
+    assert all(r.returncode == 0 for r in racers)
+    winner = [a for a in answers if a["launched"]]
+    assert len(winner) == 1, answers
+    (won,) = winner
+    assert [a["reported"] for a in answers] == [won["mine"]] * 2
+    for a in answers:
+        out = a["outcome"]
+        assert out["id"] == won["mine"] and out["error"] is None and out["finished"], out
+        assert [s["step"] for s in out["steps"]] == ["verify zero", "release GPUs", "start unit"]
+    started = [line.split() for line in calls.read_text().splitlines() if line.startswith("start")]
+    assert started == [["start", "--no-block", "sglang-%s.service" % won["mine"][-1]]]  # its own plan's unit
+    assert sorted(os.listdir(state)) == sorted(["switch.json", "switch.lock", "switch-plan-%s.json" % won["mine"]])
+
+
+def test_a_run_begun_before_a_switch_finished_reports_it_instead_of_starting_another(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    since = __import__("time").time()
+    _switch.write_json(str(state / "switch.json"), {"id": "done", "began": since + 0.5, "finished": True, "error": None})
+    plan = dict(id="late", action="switch", port=free_port(), unit="sglang.service", unit_name="sglang",
+                state_dir=str(state), drain=1.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    assert _switch.launch(plan, since) == ("done", None)
+    assert _switch.launch(plan, since + 1.0)[0] == "late"  # one finished before this run began: a new switch
