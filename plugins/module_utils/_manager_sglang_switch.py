@@ -82,7 +82,7 @@ class SglangSwitch(Base):
         if action not in ("none", "join"):  # the answers count only when the unit is about to run
             version, why = self.sglang_version(p["executable"] or python, asked)
             problems += why
-            if version and server_args is not None:  # the installed SGLang parses them: a bad flag stops here
+            if server_args is not None and not why:  # the installed SGLang parses them: a bad flag stops here
                 why = _sglang_args.refusal(python, server_args, entry)
                 problems += [why] if why else []
         elif asked:

@@ -1,14 +1,20 @@
 """sglang_switch's wait and record, after the switch: against the SGLang double on loopback (the captured command
 started again), a process that dies, and the record it keeps. The detached switch itself is test_switch.py's."""
 import json
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
+from tests.unit.conftest import free_port
+from tests.unit.plugins.module_utils.test_discover import server_cmd, wait_listening
 from tests.unit.plugins.module_utils.test_readiness import server  # noqa: F401  pylint: disable=unused-import
+from tests.unit.plugins.module_utils.test_sglang_args import installed_double
 
 
 class Failed(Exception):
@@ -119,3 +125,49 @@ def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(t
     assert [len(k) for k in kept] == [3, 0, 0]
     assert json.loads((tmp_path / "rec" / "last.json").read_text())["host"] == "h"  # the switch's run's data
     assert sorted(_switch.read_json(str(tmp_path / "switch.json"))["recorded"]["files"]) == sorted(kept[0])
+
+
+class Host(Module):
+    """A host whose systemd has the unit installed and stopped (systemd is not PID 1 here); the rest is real."""
+
+    def run_command(self, argv):
+        if "systemctl" in argv:
+            return 0, "ActiveState=inactive\nLoadState=loaded\nMainPID=0\n", ""
+        return Module.run_command(self, argv)
+
+
+@pytest.mark.parametrize("version, bad", [("0.5.23", "--x"), ("0.5.23", "--enable-piecewise-cuda-graph")])
+def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(shell, tmp_path, monkeypatch, version, bad):
+    """The old server keeps its pid and its port answers throughout (a prober connects every 10 ms)."""
+    monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
+    monkeypatch.setenv("SGLANG_DOUBLE_VERSION", version)
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    refused, stop = [], threading.Event()
+
+    def probe():
+        while not stop.is_set():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError as e:
+                refused.append(str(e))
+            time.sleep(0.01)
+    prober = threading.Thread(target=probe)
+    prober.start()
+    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), bad]
+    mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False,
+                            target="unit", restart=False, executable=sys.executable, command=command,
+                            devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=None))
+    try:
+        with pytest.raises(Failed) as e:
+            mgr.run()
+    finally:
+        stop.set()
+        prober.join()
+    out = e.value.args[0]
+    assert out["msg"].startswith("preflight failed, nothing was stopped: SGLang refuses the server's arguments: "
+                                 "launch_server.py: error: unrecognized arguments: %s" % bad), out["msg"]
+    assert out["action"] == "switch" and out["preflight"]["server"]["pid"] == pid
+    assert _discover.listeners(port, _procfs.snapshot()) == [pid] and refused == []
+    assert not (tmp_path / "state" / str(port) / "switch.json").exists()
