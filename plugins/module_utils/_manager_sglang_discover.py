@@ -28,9 +28,11 @@ class SglangDiscover(Base):
         service = p["unit"] + ".service" if p["unit"] else None
         disabled = _discover.disabled_launchers(service) if service else []
         if not pids:
+            hidden = _discover.hidden_listeners(p["port"], procs)
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[], elapsed=self.elapsed(),
-                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled,
-                                  stored=_stored(p["capture_path"]), msg="nothing listens on port %d" % p["port"])
+                                  launchers=_discover.launchers(p["port"]), disabled_launchers=disabled, hidden=hidden,
+                                  stored=_stored(p["capture_path"]), msg=_discover.hidden_message(p["port"], hidden)
+                                  if hidden else "nothing listens on port %d" % p["port"])
         server = _discover.main_process(pids[0], procs)
         fam = _discover.family_of(server, procs)
         cap = _discover.capture(server.pid)

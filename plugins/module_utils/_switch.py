@@ -119,6 +119,9 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
            "gpus": [], "strays": [], "protected": [], "problems": []}
     pids = _discover.listeners(port, procs)
     if not pids:
+        hidden = _discover.hidden_listeners(port, procs)
+        if hidden:
+            out["problems"].append(_discover.hidden_message(port, hidden))
         return out
     server = _discover.main_process(pids[0], procs)
     redact = redactor_for(server, flags)

@@ -287,3 +287,40 @@ def test_a_run_begun_before_a_switch_finished_reports_it_instead_of_starting_ano
                 state_dir=str(state), drain=1.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
     assert _switch.launch(plan, since) == ("done", None)
     assert _switch.launch(plan, since + 1.0)[0] == "late"  # one finished before this run began: a new switch
+
+
+LOOK = """
+import json, sys
+sys.path.insert(0, %r)
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
+procs = _procfs.snapshot()
+print(json.dumps(dict(listeners=_discover.listeners(%d, procs), hidden=_discover.hidden_listeners(%d, procs),
+                      problems=_switch.inspect(%d, "sglang", [], procs, run=lambda argv: (0, "0", ""))["problems"])))
+"""
+
+
+def test_a_listener_root_cannot_inspect_is_named_as_such(tmp_path):
+    """Another user's server, looked at by a root without CAP_SYS_PTRACE over it (root of a user namespace, as in
+    a default podman container): its open files cannot be read, and the port is said to be in use, not free."""
+    port = free_port()
+    other = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                              "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', %d)); s.listen(); "
+                              "time.sleep(600)" % port], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: _discover.listening_inodes(port), 10)
+        look = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c",
+                               LOOK % (COLLECTIONS, port, port, port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        assert look.returncode == 0, look.stderr
+        seen = json.loads(look.stdout)
+        assert seen["listeners"] == []  # it cannot read the server's open files
+        (hidden,) = seen["hidden"]
+        assert hidden["uid"] == 65534 and other.pid in hidden["unreadable"]
+        assert hidden["inode"] == int(list(_discover.listening_inodes(port))[0])
+        (problem,) = seen["problems"]
+        assert problem.startswith("port %d is in use, by a listening socket that no process this user can inspect "
+                                  "holds" % port) and "owned by uid 65534 (nobody)" in problem
+        assert "maybe pid " in problem and str(other.pid) in problem
+    finally:
+        other.kill()
+        other.wait()
