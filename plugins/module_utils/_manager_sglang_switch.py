@@ -83,8 +83,11 @@ class SglangSwitch(Base):
             version, why = self.sglang_version(p["executable"] or python, asked)
             problems += why
             if server_args is not None and not why:  # the installed SGLang parses them: a bad flag stops here
-                why = _sglang_args.refusal(python, server_args, entry)
-                problems += [why] if why else []
+                said = _sglang_args.refusal(python, server_args, entry)
+                if isinstance(said, _sglang_args.NotChecked):
+                    self.module.warn(said)
+                elif said:
+                    problems.append(said)
         elif asked:
             asked.kill()
             asked.wait()

@@ -20,6 +20,10 @@ import subprocess
 
 TIMEOUT = 120.0
 
+
+class NotChecked(str):
+    """Why the arguments could not be checked (a warning, not a refusal)."""
+
 # Run by the server's interpreter: argv[1] the arguments (JSON), argv[2] the entry point ("launch_server.py" or
 # "sglang serve"). Exit 2 with argparse's message on stderr when SGLang refuses them.
 _PARSE = r"""
@@ -35,7 +39,11 @@ if prog == "sglang serve":
         if kind == "diffusion":
             print("diffusion")
             sys.exit(0)
-from sglang.srt.server_args import ServerArgs
+try:
+    from sglang.srt.server_args import ServerArgs
+except ImportError as e:
+    print("no sglang.srt.server_args (%s)" % e)
+    sys.exit(3)
 parser = argparse.ArgumentParser(prog=prog)
 ServerArgs.add_cli_args(parser)
 if "--config" in argv:
@@ -81,7 +89,8 @@ def interpreter(command):
 
 
 def refusal(python, arguments, prog, timeout=TIMEOUT, env=None):
-    """Why the installed SGLang refuses these arguments (argparse's own message), or None when it takes them."""
+    """Why the installed SGLang refuses these arguments (argparse's own message), None when it takes them, or a
+    NotChecked (a str) when it has no sglang.srt.server_args to parse them with."""
     env = dict(os.environ if env is None else env, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
     try:
         p = subprocess.Popen([python, "-c", _PARSE, json.dumps(arguments), prog], env=env,  # pylint: disable=ansible-bad-function
@@ -97,6 +106,8 @@ def refusal(python, arguments, prog, timeout=TIMEOUT, env=None):
         return "SGLang's argument parser (%s) did not answer within %.0f s" % (python, timeout)
     if p.returncode == 0:
         return None
+    if p.returncode == 3 and out.startswith("no sglang.srt.server_args"):
+        return NotChecked("the server's arguments were not checked: the SGLang of %s has %s" % (python, out.strip()))
     lines = [x for x in err.strip().splitlines() if x.strip()]
     said = [x for x in lines if ": error: " in x] or lines[-1:]
     if p.returncode == 2 and said:

@@ -101,3 +101,12 @@ def test_no_gpu_is_visible_to_the_parser(site, tmp_path):
     probe.chmod(0o755)
     assert _sglang_args.refusal(str(probe), [], "launch_server.py", env=dict(os.environ, CUDA_VISIBLE_DEVICES="0")) == (
         "SGLang refuses the server's arguments: |")
+
+
+def test_an_sglang_without_its_parser_module_is_said_unchecked(tmp_path, monkeypatch):
+    site = tmp_path / "old"
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").touch()
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    said = _sglang_args.refusal(sys.executable, ["--x"], "launch_server.py")
+    assert isinstance(said, _sglang_args.NotChecked) and "no sglang.srt.server_args" in said
