@@ -47,8 +47,16 @@ class SglangSwitch(Base):
         command = p["command"] or ([p["executable"]] if p["executable"] else [])
         python, server_args, entry = _sglang_args.interpreter(command) if p["target"] == "unit" else (None, None, None)
         asked = self.ask_version(python)  # answers while we look
+        parsing = _sglang_args.start(python, server_args, entry) if python and server_args is not None else None
+        said = []  # the parser's answer, once collected
         installed, restart = None, p["restart"]
         if p["install"] and p["target"] == "unit":  # verified before anything is stopped; nothing written in check mode
+            if parsing and not self.module.check_mode and _sglang_args.command_changes(
+                    p["install"]["unit"], os.path.join(p["install"]["unit_dir"], unit)):
+                said.append(self.parsed(python, parsing))  # a command SGLang refuses is not even installed
+                if said[0]:
+                    self.fail("preflight failed, nothing was touched: " + said[0], action="none", port=port, unit=unit,
+                              problems=said)
             installed = install(self, dict(p["install"], name=name), enabled=True)
             restart = restart or installed["restart_needed"]  # what the running unit runs changed
         t = time.monotonic()
@@ -82,15 +90,14 @@ class SglangSwitch(Base):
         if action not in ("none", "join"):  # the answers count only when the unit is about to run
             version, why = self.sglang_version(p["executable"] or python, asked)
             problems += why
-            if server_args is not None and not why:  # the installed SGLang parses them: a bad flag stops here
-                said = _sglang_args.refusal(python, server_args, entry)
-                if isinstance(said, _sglang_args.NotChecked):
-                    self.module.warn(said)
-                elif said:
-                    problems.append(said)
-        elif asked:
-            asked.kill()
-            asked.wait()
+            if parsing and not why:  # the installed SGLang parses them: a bad flag stops here
+                said = said or [self.parsed(python, parsing)]
+                problems += [x for x in said if x]
+        else:
+            for proc in (asked, parsing):
+                if proc and not isinstance(proc, str) and proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
         result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
                       unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3))
         if installed:
@@ -252,6 +259,14 @@ class SglangSwitch(Base):
             result["record_written"] = [f.path for f in files if f.differs]
             self.write_files(files, **result)
             claim.done(result["record_written"])
+
+    def parsed(self, python, parsing):
+        """The parser's refusal, or None (a warning when it could not check)."""
+        said = _sglang_args.answer(parsing, python)
+        if isinstance(said, _sglang_args.NotChecked):
+            self.module.warn(said)
+            return None
+        return said
 
     @staticmethod
     def ask_version(exe):

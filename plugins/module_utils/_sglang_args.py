@@ -88,16 +88,22 @@ def interpreter(command):
     return None, None, None
 
 
-def refusal(python, arguments, prog, timeout=TIMEOUT, env=None):
-    """Why the installed SGLang refuses these arguments (argparse's own message), None when it takes them, or a
-    NotChecked (a str) when it has no sglang.srt.server_args to parse them with."""
+def start(python, arguments, prog, env=None):
+    """Start parsing (about 0.1 s with the double, seconds where the import pulls torch); answer() collects."""
     env = dict(os.environ if env is None else env, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
     try:
-        p = subprocess.Popen([python, "-c", _PARSE, json.dumps(arguments), prog], env=env,  # pylint: disable=ansible-bad-function
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             universal_newlines=True, close_fds=True, start_new_session=True)
+        return subprocess.Popen([python, "-c", _PARSE, json.dumps(arguments), prog], env=env,  # pylint: disable=ansible-bad-function
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True, close_fds=True, start_new_session=True)
     except OSError as e:
         return "%s cannot be run to parse the server's arguments: %s" % (python, e)
+
+
+def answer(p, python, timeout=TIMEOUT):
+    """Why the installed SGLang refuses the arguments start() gave it (argparse's own message), None when it takes
+    them, or a NotChecked (a str) when it has no sglang.srt.server_args to parse them with."""
+    if isinstance(p, str):
+        return p
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -113,3 +119,21 @@ def refusal(python, arguments, prog, timeout=TIMEOUT, env=None):
     if p.returncode == 2 and said:
         return "SGLang refuses the server's arguments: %s" % said[-1].strip()
     return "SGLang's argument parser (%s) failed (rc %d): %s" % (python, p.returncode, (said or ["no output"])[-1][-300:])
+
+
+def refusal(python, arguments, prog, timeout=TIMEOUT, env=None):
+    """answer() of start(): parse and wait."""
+    return answer(start(python, arguments, prog, env), python, timeout)
+
+
+def exec_lines(text):
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("ExecStart=")]
+
+
+def command_changes(unit_text, path):
+    """Whether the unit at path (absent: yes) runs another ExecStart than unit_text."""
+    try:
+        with open(path) as f:
+            return exec_lines(f.read()) != exec_lines(unit_text)
+    except (IOError, OSError):
+        return True

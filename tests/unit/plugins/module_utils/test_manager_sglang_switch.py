@@ -136,9 +136,11 @@ class Host(Module):
         return Module.run_command(self, argv)
 
 
-@pytest.mark.parametrize("version, bad", [("0.5.23", "--x"), ("0.5.23", "--enable-piecewise-cuda-graph")])
-def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(shell, tmp_path, monkeypatch, version, bad):
-    """The old server keeps its pid and its port answers throughout (a prober connects every 10 ms)."""
+@pytest.mark.parametrize("version, bad, with_unit", [("0.5.23", "--x", True), ("0.5.23", "--enable-piecewise-cuda-graph", False)])
+def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(shell, tmp_path, monkeypatch, version, bad,
+                                                                               with_unit):
+    """The old server keeps its pid and its port answers throughout (a prober connects every 10 ms); a unit that
+    would run the refused command is not even installed."""
     monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
     monkeypatch.setenv("SGLANG_DOUBLE_VERSION", version)
     port = free_port()
@@ -158,7 +160,10 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), bad]
     mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False,
                             target="unit", restart=False, executable=sys.executable, command=command,
-                            devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=None))
+                            devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=dict(
+                                unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(tmp_path / "units"),
+                                environment="", environment_path=None, gate="", gate_path=None, wants=[])
+                            if with_unit else None))
     try:
         with pytest.raises(Failed) as e:
             mgr.run()
@@ -166,8 +171,10 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
         stop.set()
         prober.join()
     out = e.value.args[0]
-    assert out["msg"].startswith("preflight failed, nothing was stopped: SGLang refuses the server's arguments: "
-                                 "launch_server.py: error: unrecognized arguments: %s" % bad), out["msg"]
-    assert out["action"] == "switch" and out["preflight"]["server"]["pid"] == pid
+    assert out["msg"].startswith("preflight failed, nothing was %s: SGLang refuses the server's arguments: "
+                                 "launch_server.py: error: unrecognized arguments: %s" % (
+                                     "touched" if with_unit else "stopped", bad)), out["msg"]
+    assert with_unit or out["action"] == "switch" and out["preflight"]["server"]["pid"] == pid
+    assert not (tmp_path / "units").exists()
     assert _discover.listeners(port, _procfs.snapshot()) == [pid] and refused == []
     assert not (tmp_path / "state" / str(port) / "switch.json").exists()
