@@ -295,7 +295,7 @@ class RecordClaim:
 # --- the outcome file -----------------------------------------------------------------------------------
 
 def write_json(path, data):
-    tmp = path + ".tmp"
+    tmp = "%s.%d.tmp" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
