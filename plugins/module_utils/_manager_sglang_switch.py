@@ -74,7 +74,8 @@ class SglangSwitch(Base):
         if state.get("LoadState") != "loaded" and not self.module.check_mode and not back:
             problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
         active = state.get("ActiveState")
-        if _switch.lock_busy(state_dir) or _switch.current(state_dir):
+        joining = _switch.current(state_dir)  # a switch of the port in progress: this run reports it
+        if joining:
             action = "join"
         elif back:
             action = "none" if insp["owner"] == "adhoc" else "rollback"
@@ -115,7 +116,7 @@ class SglangSwitch(Base):
             if action == "none" and not self.module.check_mode:
                 self.late_record(result, state_dir, unit)
             self.module.exit_json(**result)
-        run_id = None
+        run_id = joining
         if action != "join":
             plan = dict(id="%d-%d" % (int(since), os.getpid()), action=action, target=p["target"], port=port, unit=unit,
                         unit_name=name, state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],

@@ -189,20 +189,6 @@ def take_lock(state_dir, wait=0.0):
         time.sleep(0.05)
 
 
-def lock_busy(state_dir):
-    """Whether a switch holds the lock (creates nothing)."""
-    if not os.path.exists(lock_path(state_dir)):
-        return False
-    fd = os.open(lock_path(state_dir), os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def plan_path(state_dir, run_id):
     return os.path.join(state_dir, "switch-plan-%s.json" % run_id)
 

@@ -178,3 +178,34 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
     assert not (tmp_path / "units").exists()
     assert _discover.listeners(port, _procfs.snapshot()) == [pid] and refused == []
     assert not (tmp_path / "state" / str(port) / "switch.json").exists()
+
+
+class Started(Module):
+    """systemd's times of the unit: started at 1.0 s, active (its gate passed) at 3.5 s."""
+
+    def run_command(self, argv):
+        return 0, "ExecMainStartTimestampMonotonic=1000000\nActiveEnterTimestampMonotonic=3500000\n", ""
+
+
+def test_a_rerun_keeps_the_record_its_interrupted_run_did_not(tmp_path):
+    """The controller was interrupted after the switch began: the rerun, which finds nothing to switch, keeps the
+    switch's record from its plan and outcome (the load from systemd's times), once."""
+    rec = dict(dir=str(tmp_path / "rec"), data={"host": "h", "port": 30000}, family=[7, 8], gpus=[0, 1],
+               sglang_version="0.5.23", installed=None)
+    _switch.write_json(str(tmp_path / "switch-plan-r1.json"), dict(id="r1", target="unit", record=rec))
+    steps = [{"step": "stop server", "seconds": 3.1}, {"step": "start unit", "seconds": 0.02}]
+    finished(tmp_path, action="switch", began=1796058514.5, seconds=3.3, steps=steps, downtime=3.2,
+             started_at=1796058517.8)
+    for n in range(2):
+        mgr = SglangSwitch(Started(record=dict(dir=rec["dir"], data={"host": "rerun"})))
+        result = dict(changed=False, msg="sglang-30000.service serves port 30000: nothing to switch")
+        mgr.late_record(result, str(tmp_path), "sglang-30000.service")
+        if n == 0:
+            assert result["changed"] and "the record of switch r1" in result["msg"]
+            assert len(result["record_written"]) == 3
+        else:
+            assert "record_written" not in result and not result["changed"]  # kept: nothing to do
+    last = json.loads((tmp_path / "rec" / "last.json").read_text())
+    assert last["host"] == "h" and last["steps"] == steps and last["downtime_switch_sec"] == 3.2
+    assert last["load_sec"] == 2.5 and last["downtime_until_ready_sec"] == 5.7 and last["time"] == 1796058514.5
+    assert last["old"] == {"family": [7, 8]} and (tmp_path / "rec" / "cutover-20261130T170834Z.json").exists()

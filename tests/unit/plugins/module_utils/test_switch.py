@@ -115,18 +115,18 @@ def test_preflight_problems(spawn, tmp_path):
 def test_the_lock_allows_one_switch_per_port(tmp_path, monkeypatch):
     monkeypatch.setattr(_switch, "LOCK_WAIT", 0.3)
     state, other = str(tmp_path / "state" / "1234"), str(tmp_path / "state" / "1235")
-    assert not _switch.lock_busy(state) and not os.path.exists(state)
+    assert not os.path.exists(state)
     fd = _switch.take_lock(state)
     try:
-        assert _switch.take_lock(state) is None and _switch.lock_busy(state)
-        assert not _switch.lock_busy(other)
+        assert _switch.take_lock(state) is None
+        os.close(_switch.take_lock(other))
         plan = dict(id="t2", action="start", port=1234, unit="sglang.service", unit_name="sglang",
                     state_dir=state, drain=1.0, release_strays=False, devices=[])
         outcome = _switch.Worker(plan, run=Systemctl()).go()
         assert outcome["finished"] and "holds the lock" in outcome["error"] and outcome["steps"] == []
     finally:
         os.close(fd)
-    assert not _switch.lock_busy(state)
+    os.close(_switch.take_lock(state))
 
 
 def test_launch_runs_detached_in_a_session_of_its_own_and_reports(tmp_path):
