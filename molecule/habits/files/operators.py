@@ -49,10 +49,11 @@ if what == "look":
     p = subprocess.run(playbook_cmd("--check", "--diff"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True, check=False)
     o = p.stdout
-    preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped"):][:6000]
+    preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped"):]
+    preflight = preflight[:preflight.find("\nTASK [", 1)]  # that task's output alone
     res = summary(p, o)
     res.update(unchanged=checksums() == before and bool(before), same_pid=listener(30000) == pid and bool(pid),
-               preflight_changed=preflight.split("\n\n")[-1].startswith("changed:") or "\nchanged: [%s]" % host in preflight,
+               preflight_changed="\nchanged: [%s]" % host in preflight,
                shows_unit="ExecStart=/opt/sglang/venv/bin/python" in preflight and "[Service]" in preflight,
                shows_environment_masked="SGLANG_DOUBLE_DEVICES=********" in preflight and "/dev/nvidia*" not in
                re.sub(r"ExecStart=.*", "", preflight),
