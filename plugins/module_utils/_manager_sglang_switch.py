@@ -175,14 +175,15 @@ class SglangSwitch(Base):
         result.update(run_id=outcome["id"], steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
                       started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"),
                       elapsed=outcome.get("seconds"))
+        load = None
         if not back:
             times = _systemd.show(self.module.run_command, unit, ("ExecMainStartTimestampMonotonic",
                                                                   "ActiveEnterTimestampMonotonic"))
             start, active = [int(times.get(k) or 0) for k in ("ExecMainStartTimestampMonotonic",
                                                              "ActiveEnterTimestampMonotonic")]
             if 0 < start <= active:
-                result["ready_after"] = round((active - start) / 1e6, 3)
-        self.keep_record(result, outcome, plan["record"], back, state_dir)
+                load = round((active - start) / 1e6, 3)
+        self.keep_record(result, outcome, plan["record"], back, state_dir, load)
         if result.get("record_written"):
             result["changed"] = True
             result["msg"] += "; the record of switch %s (%s), not kept by its run, was kept now" % (
@@ -222,16 +223,17 @@ class SglangSwitch(Base):
         result.update(res, url=server.url)
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
 
-    def keep_record(self, result, outcome, given, back, state_dir):
+    def keep_record(self, result, outcome, given, back, state_dir, load=None):
         """The record: what the switch's run gave (given: record_plan's), completed with what the switch and the
-        wait found; written where given["dir"] says, by one run only (nothing in check mode)."""
+        wait found (load: the load time where no wait of this run saw it); written where given["dir"] says, by one
+        run only (nothing in check mode)."""
         rec = dict(given["data"], time=outcome.get("began"))
         if back:
             rec.update(action="rollback", rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
                        pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"))
         else:
             old = dict(rec.get("old") or {}, family=given["family"])
-            downtime, load = result.get("downtime"), result.get("ready_after")
+            downtime, load = result.get("downtime"), result.get("ready_after", load)
             stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
             installed = given.get("installed")
             if installed and stages["switch"] is not None:
