@@ -7,6 +7,7 @@
 HOST_ARGS: INVENTORY PLAYBOOK HOST ADDRESS SSH_KEY
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -40,6 +41,15 @@ def summary(p, out):
     return {"rc": p.returncode, "changed": int(recap.group(1)) if recap else None}
 
 
+def kept(name, text):
+    """The output of a playbook run, kept where INFEROPS_HABITS_LOGS says (for a failure's reader)."""
+    folder = os.environ.get("INFEROPS_HABITS_LOGS")
+    if folder:
+        with open(os.path.join(folder, "%s-%s-%d.log" % (host, name, time.time() * 1000)), "w") as f:
+            f.write(text)
+    return text
+
+
 def checksums():
     return on_host("find %s -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum" % WATCHED)
 
@@ -48,11 +58,13 @@ if what == "look":
     before, pid = checksums(), listener(30000)
     p = subprocess.run(playbook_cmd("--check", "--diff"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True, check=False)
-    o = p.stdout
+    o = kept("look", p.stdout)
     preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped"):]
     preflight = preflight[:preflight.find("\nTASK [", 1)]  # that task's output alone
     res = summary(p, o)
-    res.update(unchanged=checksums() == before and bool(before), same_pid=listener(30000) == pid and bool(pid),
+    after = checksums()
+    res.update(unchanged=after == before and bool(before),
+               changed_files=sorted(set(after.splitlines()) ^ set(before.splitlines())), same_pid=listener(30000) == pid and bool(pid),
                preflight_changed="\nchanged: [%s]" % host in preflight,
                shows_unit="ExecStart=/opt/sglang/venv/bin/python" in preflight and "[Service]" in preflight,
                shows_environment_masked="SGLANG_DOUBLE_DEVICES=********" in preflight and "/dev/nvidia*" not in
@@ -68,6 +80,7 @@ elif what == "bad_flag":
         p = subprocess.run(playbook_cmd("-e", json.dumps({"cutover_extra_args": [flag]})), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, universal_newlines=True, check=False)
         said = "unrecognized arguments: %s" % flag
+        kept("bad-flag", p.stdout)
         runs.append(dict(summary(p, p.stdout), flag=flag, named=said in p.stdout,
                          untouched="nothing was touched" in p.stdout or "nothing was stopped" in p.stdout,
                          tail="" if said in p.stdout else p.stdout[-1500:]))
@@ -82,7 +95,7 @@ elif what == "together":
     runs = [subprocess.Popen([sys.executable, "-c", "import os, sys, time\nwhile time.time() < %r: pass\nos.execvp(sys.argv[1], sys.argv[1:])" % go]
                              + playbook_cmd("-e", json.dumps({"cutover_port": port})), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, universal_newlines=True) for port in ports]
-    outs = [r.communicate(timeout=600)[0] for r in runs]
+    outs = [kept("together-%d" % port, r.communicate(timeout=600)[0]) for r, port in zip(runs, ports)]
     res = {"runs": [dict(summary(r, o), port=port, tail="" if r.returncode == 0 else o[-2000:])
                     for r, o, port in zip(runs, outs, ports)], "ports": {}}
     for port in set(ports):
