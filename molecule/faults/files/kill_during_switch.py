@@ -35,8 +35,9 @@ def on_host(cmd):
 def playbook_run():
     again = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", host] + extra,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-    recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), again.stdout, re.M)
-    return again.returncode, int(recap.group(1)) if recap else None, again.stdout[-1500:] if again.returncode else ""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", again.stdout)  # molecule may force colours
+    recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), text, re.M)
+    return again.returncode, int(recap.group(1)) if recap else None, text[-1500:] if again.returncode else ""
 
 
 def records():

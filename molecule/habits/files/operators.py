@@ -17,7 +17,7 @@ what, inventory, playbook, host, address, key = sys.argv[1:7]
 args = sys.argv[7:]
 ssh = ["ssh", "-q", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "root@" + address]
 STATE = "/var/lib/inferops/cutover"
-WATCHED = "/etc/systemd/system /etc/inferops /usr/local/bin /var/lib/inferops"
+WATCHED = "/etc/systemd/system /etc/inferops /usr/local/bin /var/lib/inferops /opt/sglang/venv/bin"
 PROBER = ("python3 -c \"import os, socket, time\nok = refused = 0\nwhile not os.path.exists('/root/stop-prober'):\n"
           "    try:\n        socket.create_connection(('127.0.0.1', %d), timeout=2).close(); ok += 1\n"
           "    except OSError:\n        refused += 1\n    time.sleep(0.01)\nprint(ok, refused)\"")
@@ -47,7 +47,7 @@ def kept(name, text):
     if folder:
         with open(os.path.join(folder, "%s-%s-%d.log" % (host, name, time.time() * 1000)), "w") as f:
             f.write(text)
-    return text
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)  # molecule forces colours
 
 
 def checksums():
@@ -79,11 +79,10 @@ elif what == "bad_flag":
     for flag in args:
         p = subprocess.run(playbook_cmd("-e", json.dumps({"cutover_extra_args": [flag]})), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-        said = "unrecognized arguments: %s" % flag
-        kept("bad-flag", p.stdout)
-        runs.append(dict(summary(p, p.stdout), flag=flag, named=said in p.stdout,
-                         untouched="nothing was touched" in p.stdout or "nothing was stopped" in p.stdout,
-                         tail="" if said in p.stdout else p.stdout[-1500:]))
+        said, o = "unrecognized arguments: %s" % flag, kept("bad-flag", p.stdout)
+        runs.append(dict(summary(p, o), flag=flag, named=said in o,
+                         untouched="nothing was touched" in o or "nothing was stopped" in o,
+                         tail="" if said in o else o[-1500:]))
     on_host("touch /root/stop-prober")
     ok, refused = [int(x) for x in prober.communicate(timeout=30)[0].split()]
     res = dict(runs=runs, probes=ok, refused=refused, same_pid=listener(30000) == pid and bool(pid),
