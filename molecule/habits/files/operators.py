@@ -59,7 +59,7 @@ if what == "look":
     p = subprocess.run(playbook_cmd("--check", "--diff"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True, check=False)
     o = kept("look", p.stdout)
-    preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped"):]
+    preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped unless every check passes]"):]
     preflight = preflight[:preflight.find("\nTASK [", 1)]  # that task's output alone
     res = summary(p, o)
     after = checksums()
