@@ -24,7 +24,7 @@ _SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
 
 
 def _sockets(port, proc="/proc"):
-    """(state, local address in /proc's hex, inode) of each TCP socket whose local port is port (IPv4, IPv6)."""
+    """(state, local address in /proc's hex, inode, uid) of each TCP socket whose local port is port (IPv4, IPv6)."""
     for name in ("tcp", "tcp6"):
         try:
             with open("%s/net/%s" % (proc, name)) as f:
@@ -36,24 +36,24 @@ def _sockets(port, proc="/proc"):
             try:
                 address, local = fields[1].rsplit(":", 1)
                 if int(local, 16) == port:
-                    yield fields[3], address, fields[9]
+                    yield fields[3], address, fields[9], int(fields[7])
             except (IndexError, ValueError):
                 continue
 
 
 def listening_inodes(port, proc="/proc"):
     """Socket inodes listening on TCP port (IPv4 and IPv6)."""
-    return set(inode for state, address, inode in _sockets(port, proc) if state == LISTEN)
+    return set(inode for state, address, inode, uid in _sockets(port, proc) if state == LISTEN)
 
 
 def connections(port, proc="/proc"):
     """How many client connections to port are open (ESTABLISHED on the server's side)."""
-    return sum(1 for state, address, inode in _sockets(port, proc) if state == ESTABLISHED)
+    return sum(1 for state, address, inode, uid in _sockets(port, proc) if state == ESTABLISHED)
 
 
 def local_url(port, proc="/proc"):
     """http://ADDRESS:port of a socket listening on port, a wildcard address read as loopback; None if none."""
-    for state, address, inode in _sockets(port, proc):
+    for state, address, inode, uid in _sockets(port, proc):
         if state != LISTEN:
             continue
         raw = binascii.unhexlify(address)
@@ -72,6 +72,42 @@ def listeners(port, procs):
     if not want:
         return []
     return sorted(pid for pid in procs if want & set(_procfs.open_files(pid).values()))
+
+
+def _fds_readable(pid):
+    try:
+        fds = os.listdir("%s/%d/fd" % (_procfs.PROC, pid))
+        if fds:
+            os.readlink("%s/%d/fd/%s" % (_procfs.PROC, pid, fds[0]))
+        return True
+    except OSError:
+        return False
+
+
+def hidden_listeners(port, procs, proc="/proc"):
+    """The sockets listening on port that no process this one can inspect holds (another user's process, without
+    CAP_SYS_PTRACE over it: a default podman container): [{inode, uid, user, unreadable}], unreadable being the
+    pids of the socket's user whose open files cannot be read - who may hold it."""
+    held = set()
+    for pid in procs:
+        held.update(t for t in _procfs.open_files(pid).values() if t.startswith("socket:["))
+    out = []
+    for state, address, inode, uid in _sockets(port, proc):
+        if state != LISTEN or "socket:[%s]" % inode in held or inode == "0":
+            continue
+        unreadable = sorted(pid for pid, q in procs.items() if q.uid == uid and not _fds_readable(pid))
+        out.append(dict(inode=int(inode), uid=uid, user=_procfs.user_name(uid), unreadable=unreadable))
+    return out
+
+
+def hidden_message(port, hidden):
+    """What to say of a port in use by sockets no readable process holds."""
+    return "port %d is in use, by %s that no process this user can inspect holds (reading a process's open files " \
+        "needs CAP_SYS_PTRACE over it, which root lacks in a default container): %s" % (port, (
+            "a listening socket" if len(hidden) == 1 else "%d listening sockets" % len(hidden)), "; ".join(
+            "inode %d, owned by uid %d (%s)%s" % (h["inode"], h["uid"], h["user"], (
+                ", maybe pid %s (that user's processes whose files cannot be read)" % ", ".join(
+                    str(x) for x in h["unreadable"][:10])) if h["unreadable"] else "") for h in hidden))
 
 
 def main_process(pid, procs):

@@ -33,9 +33,11 @@ class SglangDiscover(Base):
         disabled = _boot.disabled_launchers(service) if service else []
         if not pids:
             stored = _stored(p["capture_path"])
+            hidden = _discover.hidden_listeners(p["port"], procs)
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
-                                  launchers=_boot.launchers(p["port"]), disabled_launchers=disabled,
-                                  stored=stored, msg="nothing listens on port %d" % p["port"],
+                                  launchers=_boot.launchers(p["port"]), disabled_launchers=disabled, hidden=hidden,
+                                  stored=stored, msg=_discover.hidden_message(p["port"], hidden)
+                                  if hidden else "nothing listens on port %d" % p["port"],
                                   model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
         server = _discover.main_process(pids[0], procs)
         fam = _discover.family_of(server, procs)

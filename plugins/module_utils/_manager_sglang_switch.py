@@ -14,7 +14,8 @@ import re
 import subprocess
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _readiness, _record, _selinux, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import (
+    _discover, _files, _procfs, _readiness, _record, _selinux, _sglang_args, _switch, _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import log_lines, process_alive
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
@@ -31,6 +32,7 @@ class SglangSwitch(Base):
 
     def run(self):
         p = self.params
+        since = time.time()  # a switch of the port that finished after this is this run's too
         port, name = p["port"], p["unit"]
         if not 0 < port < 65536:
             self.fail("port must be 1-65535, not %d" % port)
@@ -42,9 +44,19 @@ class SglangSwitch(Base):
         state_dir = os.path.join(p["state_dir"], str(port))
         timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
         run = self.module.run_command
-        asked = self.ask_version(p["executable"]) if p["target"] == "unit" else None  # answers while we look
+        command = p["command"] or ([p["executable"]] if p["executable"] else [])
+        python, server_args, entry = _sglang_args.interpreter(command) if p["target"] == "unit" else (None, None, None)
+        asked = self.ask_version(python)  # answers while we look
+        parsing = _sglang_args.start(python, server_args, entry) if python and server_args is not None else None
+        said = []  # the parser's answer, once collected
         installed, restart = None, p["restart"]
         if p["install"] and p["target"] == "unit":  # verified before anything is stopped; nothing written in check mode
+            if parsing and not self.module.check_mode and _sglang_args.command_changes(
+                    p["install"]["unit"], os.path.join(p["install"]["unit_dir"], unit)):
+                said.append(self.parsed(python, parsing))  # a command SGLang refuses is not even installed
+                if said[0]:
+                    self.fail("preflight failed, nothing was touched: " + said[0], action="none", port=port, unit=unit,
+                              problems=said)
             installed = install(self, dict(p["install"], name=name), enabled=True)
             restart = restart or installed["restart_needed"]  # what the running unit runs changed
         t = time.monotonic()
@@ -61,9 +73,9 @@ class SglangSwitch(Base):
             problems.append("there is no capture in %s: nothing to go back to" % state_dir)
         if state.get("LoadState") != "loaded" and not self.module.check_mode and not back:
             problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
-        busy = _switch.lock_busy(state_dir)
         active = state.get("ActiveState")
-        if busy:
+        joining = _switch.current(state_dir)  # a switch of the port in progress: this run reports it
+        if joining:
             action = "join"
         elif back:
             action = "none" if insp["owner"] == "adhoc" else "rollback"
@@ -76,15 +88,20 @@ class SglangSwitch(Base):
         else:
             action = "start"
         version = None
-        if action not in ("none", "join"):  # the answer counts only when the unit is about to run
-            version, why = self.sglang_version(p["executable"], asked)
+        if action not in ("none", "join"):  # the answers count only when the unit is about to run
+            version, why = self.sglang_version(p["executable"] or python, asked)
             problems += why
-        elif asked:
-            asked.kill()
-            asked.wait()
+            if parsing and not why:  # the installed SGLang parses them: a bad flag stops here
+                said = said or [self.parsed(python, parsing)]
+                problems += [x for x in said if x]
+        else:
+            for proc in (asked, parsing):
+                if proc and not isinstance(proc, str) and proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
         selinux = None
-        if p["target"] == "unit" and action not in ("none", "join"):
-            selinux = self.selinux(p["executable"], problems)
+        if p["target"] == "unit" and command and action not in ("none", "join"):
+            selinux = self.selinux(command[0] if command else None, problems)
         result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
                       unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3),
                       selinux=selinux)
@@ -100,31 +117,42 @@ class SglangSwitch(Base):
                              "join": "a switch of port %d is in progress" % port}.get(
                 action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
                     action, len(insp["family"]), insp["gpus"], unit))
+            if action == "none" and not self.module.check_mode:
+                self.late_record(result, state_dir, unit)
             self.module.exit_json(**result)
-        run_id = None
+        run_id = joining
         if action != "join":
-            run_id = "%d-%d" % (int(time.time()), os.getpid())
-            plan = dict(id=run_id, action=action, target=p["target"], port=port, unit=unit, unit_name=name,
-                        state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],
-                        devices=list(p["devices"]))
+            plan = dict(id="%d-%d" % (int(since), os.getpid()), action=action, target=p["target"], port=port, unit=unit,
+                        unit_name=name, state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],
+                        devices=list(p["devices"]), record=self.record_plan(insp, version, installed))
             try:
-                result["launched"] = _switch.launch(plan, run)[:4]
+                run_id, argv = _switch.launch(plan, since, run)
             except Exception as e:  # pylint: disable=broad-except
                 self.fail("could not start the switch, nothing was stopped: %s" % e, **result)
+            if argv:
+                result["launched"] = argv[:4]
+            else:
+                action = result["action"] = "join"
+        result["run_id"] = run_id
         try:
             outcome = _switch.wait(state_dir, run_id, timeout)
         except TimeoutError as e:
             self.fail(str(e), **result)
-        result.update(outcome=outcome, steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
-                      started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"), elapsed=self.elapsed())
+        result.update(run_id=outcome.get("id"), outcome=outcome, steps=outcome.get("steps", []),
+                      downtime=outcome.get("downtime"), started_at=outcome.get("started_at"),
+                      pid_started=outcome.get("pid_started"), elapsed=self.elapsed())
+        if action == "join":
+            result["msg"] = "joined the switch %s of port %d in progress" % (outcome.get("id"), port)
         if outcome.get("error"):
             self.fail("the switch stopped at %s: %s" % (
                 (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)
-        result["msg"] = "%s: %s" % (action, ", ".join("%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]))
+        result["msg"] = "%s%s: %s" % (action, " of " + str(outcome.get("id")) if action == "join" else "", ", ".join(
+            "%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]) or outcome.get("note", ""))
         if p["wait"] and outcome.get("started_at"):
             self.serve(result, outcome, unit, state_dir, back)
-        if p["record"]:
-            self.keep_record(result, outcome, insp, back)
+        plan = _files.read_json(_switch.plan_path(state_dir, outcome["id"])) or {}
+        if p["record"] and plan.get("record") and outcome.get("started_at"):
+            self.keep_record(result, outcome, plan["record"], plan.get("target") == "capture", state_dir)
         self.module.exit_json(**result)
 
     def selinux(self, executable, problems):
@@ -139,6 +167,44 @@ class SglangSwitch(Base):
             if why:
                 problems.append("%s; %s" % (decision["msg"], why))
         return decision
+
+    def record_plan(self, insp, version, installed):
+        """What the record takes from this run, kept with the plan: whichever run finds the switch finished
+        first keeps the record from it (this one, one that joined it, or a rerun after an interruption)."""
+        given = self.params["record"]
+        if not given:
+            return None
+        rec = dict(dir=given["dir"], data=given["data"], family=[x["pid"] for x in insp["family"]],
+                   gpus=insp.get("gpus"), sglang_version=version, installed=None)
+        if installed:
+            rec["installed"] = dict((k, installed[k]) for k in ("seconds", "unit_path", "checksum", "environment_names"))
+        return rec
+
+    def late_record(self, result, state_dir, unit):
+        """A finished switch whose record was never kept (its controller was interrupted): keep it now, with the
+        switch's own timings and, for the unit, the load systemd saw (start to active: the gate passed)."""
+        outcome = _files.read_json(os.path.join(state_dir, _switch.OUTCOME)) or {}
+        plan = _files.read_json(_switch.plan_path(state_dir, outcome.get("id"))) or {}
+        if not (self.params["record"] and plan.get("record") and outcome.get("finished") and not outcome.get("error")
+                and outcome.get("started_at") and "recorded" not in outcome):
+            return
+        back = plan.get("target") == "capture"
+        result.update(run_id=outcome["id"], steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
+                      started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"),
+                      elapsed=outcome.get("seconds"))
+        load = None
+        if not back:
+            times = _systemd.show(self.module.run_command, unit, ("ExecMainStartTimestampMonotonic",
+                                                                  "ActiveEnterTimestampMonotonic"))
+            start, active = [int(times.get(k) or 0) for k in ("ExecMainStartTimestampMonotonic",
+                                                             "ActiveEnterTimestampMonotonic")]
+            if 0 < start <= active:
+                load = round((active - start) / 1e6, 3)
+        self.keep_record(result, outcome, plan["record"], back, state_dir, load)
+        if result.get("record_written"):
+            result["changed"] = True
+            result["msg"] += "; the record of switch %s (%s), not kept by its run, was kept now" % (
+                outcome["id"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outcome.get("began", 0))))
 
     def serve(self, result, outcome, unit, state_dir, back):
         """Wait for what the switch started until it serves (failing fast when it dies); the wait's answers go
@@ -180,38 +246,53 @@ class SglangSwitch(Base):
         result.update(res, url=server.url)
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
 
-    def keep_record(self, result, outcome, insp, back):
-        """The record: what the controller gave, completed with what the switch and the wait found; written
-        where record.dir says (nothing in check mode)."""
-        given = self.params["record"]
+    def keep_record(self, result, outcome, given, back, state_dir, load=None):
+        """The record: what the switch's run gave (given: record_plan's), completed with what the switch and the
+        wait found (load: the load time where no wait of this run saw it); written where given["dir"] says, by one
+        run only (nothing in check mode)."""
         rec = dict(given["data"], time=outcome.get("began"))
         if back:
             rec.update(action="rollback", rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
                        pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"))
         else:
-            old = dict(rec.get("old") or {}, family=[x["pid"] for x in insp["family"]])
-            downtime, load = result.get("downtime"), result.get("ready_after")
-            stages = dict(rec.get("stages_sec") or {}, switch=result["elapsed"])
-            installed = result.get("installed")
-            if installed:
+            old = dict(rec.get("old") or {}, family=given["family"])
+            downtime, load = result.get("downtime"), result.get("ready_after", load)
+            stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
+            installed = given.get("installed")
+            if installed and stages["switch"] is not None:
                 stages["unit"] = installed["seconds"]
                 stages["switch"] = round(stages["switch"] - installed["seconds"], 3)
+            if installed:
                 rec.update(unit_path=installed["unit_path"], unit_checksum=installed["checksum"],
                            environment_names=installed["environment_names"])
-            if load is not None:
-                stages["verify"] = result.get("wait_seconds")
-            rec.update(action=result["action"], old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
+            if result.get("wait_seconds") is not None:
+                stages["verify"] = result["wait_seconds"]
+            rec.update(action=outcome.get("action"), old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
                        load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
                        model=result.get("model"), generated=bool(result.get("generated")),
-                       sglang_version=result.get("sglang_version"), gpus=insp.get("gpus"), stages_sec=stages)
+                       sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages)
         try:
             files = _record.files(given["dir"], "rollback" if back else "cutover", rec) if given["dir"] else []
             result["report"] = _record.report(rec)
         except ValueError as e:
             self.failed(str(e), result)
         result["record"] = rec
-        result["record_written"] = [f.path for f in files if f.differs]
-        self.write_files(files, **result)
+        result["record_written"] = []
+        claim = _switch.RecordClaim(state_dir, outcome.get("id"))
+        with claim as mine:
+            if not mine:  # another run that reported this switch kept it
+                return
+            result["record_written"] = [f.path for f in files if f.differs]
+            self.write_files(files, **result)
+            claim.done(result["record_written"])
+
+    def parsed(self, python, parsing):
+        """The parser's refusal, or None (a warning when it could not check)."""
+        said = _sglang_args.answer(parsing, python)
+        if isinstance(said, _sglang_args.NotChecked):
+            self.module.warn(said)
+            return None
+        return said
 
     @staticmethod
     def ask_version(exe):

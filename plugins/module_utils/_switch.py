@@ -35,6 +35,8 @@ PORT_WAIT = 5.0         # after the family is gone, how long the port may take t
 MEMORY_WAIT = 30.0      # after a release, how long nvidia-smi may lag
 STRAY_GRACE = 10.0      # a released stray gets SIGTERM, then SIGKILL after this
 OUTCOME = "switch.json"
+LOCK_WAIT = 30.0        # how long a claim or a record waits for the lock another run holds for as long
+REPORT_WAIT = 15.0      # how long a claimed switch's process may take to report
 DRAIN_LOOK = 0.05       # while the old server drains: how often its connections are counted
 DRAIN_QUIET = 3         # ... and how many looks in a row must find none
 
@@ -117,6 +119,9 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
            "gpus": [], "strays": [], "protected": [], "problems": []}
     pids = _discover.listeners(port, procs)
     if not pids:
+        hidden = _discover.hidden_listeners(port, procs)
+        if hidden:
+            out["problems"].append(_discover.hidden_message(port, hidden))
         return out
     server = _discover.main_process(pids[0], procs)
     redact = redactor_for(server, flags)
@@ -162,42 +167,121 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
     return out
 
 
-# --- the lock -------------------------------------------------------------------------------------------
+# --- the lock ---------------------------------------------------------------------------------------------
 
 def lock_path(state_dir):
     return os.path.join(state_dir, "switch.lock")
 
 
-def take_lock(state_dir):
-    """An open, locked file descriptor, or None when another switch holds the lock."""
+def take_lock(state_dir, wait=0.0):
+    """An open, locked file descriptor, or None when another holder keeps the lock longer than `wait` seconds."""
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     fd = os.open(lock_path(state_dir), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+        time.sleep(0.05)
 
 
-def lock_busy(state_dir):
-    """Whether a switch holds the lock (creates nothing)."""
-    if not os.path.exists(lock_path(state_dir)):
+def plan_path(state_dir, run_id):
+    return os.path.join(state_dir, "switch-plan-%s.json" % run_id)
+
+
+def pending(outcome):
+    """Whether the switch of this outcome file goes on: its process alive, or claimed and not started yet."""
+    if not outcome or outcome.get("finished"):
         return False
-    fd = os.open(lock_path(state_dir), os.O_RDONLY)
+    if outcome.get("pid"):
+        return _procfs.is_alive((outcome["pid"], outcome.get("starttime")))
+    return time.time() - outcome.get("claimed", 0) < REPORT_WAIT
+
+
+def current(state_dir, since=None):
+    """The id of the switch of this port that a run begun at `since` (time.time()) must report rather than start
+    its own: one in progress, or one that finished after `since`. None when there is none."""
+    out = read_json(os.path.join(state_dir, OUTCOME))
+    if out and (pending(out) or since is not None and out.get("finished") and out.get("began", 0) >= since):
+        return out["id"]
+    return None
+
+
+def claim(plan, since):
+    """Under the lock: the id of the switch this run must report (its own plan, written as switch-plan-ID.json
+    with an outcome file that says it is claimed, or the switch another run claimed), and whether it is its own.
+    One switch per port: a claim is made only when no other is in progress nor finished since `since`."""
+    state_dir = plan["state_dir"]
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        fd = take_lock(state_dir)
+        if fd is not None:
+            break
+        other = current(state_dir, since)  # the outcome file is replaced whole: readable without the lock
+        if other:
+            return other, False
+        if time.monotonic() >= deadline:
+            raise RuntimeError("the lock %s stays held, with no switch in progress" % lock_path(state_dir))
+        time.sleep(0.05)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
+        other = current(state_dir, since)
+        if other:
+            return other, False
+        write_json(plan_path(state_dir, plan["id"]), plan)
+        write_json(os.path.join(state_dir, OUTCOME), {"id": plan["id"], "action": plan["action"], "pid": None,
+                                                      "claimed": time.time(), "began": time.time(), "steps": [],
+                                                      "finished": False, "error": None})
+        return plan["id"], True
     finally:
         os.close(fd)
-    return False
+
+
+def unclaim(state_dir, run_id, error):
+    """The claim of run_id ends with error (its worker could not be started)."""
+    fd = take_lock(state_dir, wait=LOCK_WAIT)
+    try:
+        out = read_json(os.path.join(state_dir, OUTCOME)) or {}
+        if out.get("id") == run_id and not out.get("pid"):
+            out.update(finished=True, error=error)
+            write_json(os.path.join(state_dir, OUTCOME), out)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+class RecordClaim:
+    """`with claim as mine:` - mine is True for the one caller that keeps the record of switch run_id (finished,
+    without a record yet); claim.done(paths) says it was kept. Held under the lock."""
+
+    def __init__(self, state_dir, run_id):
+        self.path = os.path.join(state_dir, OUTCOME)
+        self.state_dir, self.run_id, self.fd, self.out = state_dir, run_id, None, None
+
+    def __enter__(self):
+        self.fd = take_lock(self.state_dir, wait=LOCK_WAIT)
+        out = read_json(self.path) or {}
+        if self.fd is not None and out.get("id") == self.run_id and out.get("finished") and "recorded" not in out:
+            self.out = out
+        return self.out is not None
+
+    def done(self, paths):
+        self.out["recorded"] = {"time": time.time(), "pid": os.getpid(), "files": sorted(paths)}
+        write_json(self.path, self.out)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)
+        return False
 
 
 # --- the outcome file -----------------------------------------------------------------------------------
 
 def write_json(path, data):
-    tmp = path + ".tmp"
+    tmp = "%s.%d.tmp" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
@@ -225,21 +309,27 @@ class Worker:
         write_json(self.path, self.outcome)
 
     def go(self):
-        fd = take_lock(self.plan["state_dir"])
+        """Under the lock, the switch of this plan; nothing when the outcome file holds another's live claim."""
+        fd = take_lock(self.plan["state_dir"], wait=LOCK_WAIT)
         if fd is None:
             self.outcome.update(finished=True, error="another switch of port %d holds the lock %s" % (
                 self.plan["port"], lock_path(self.plan["state_dir"])))
-            write_json(self.path, self.outcome)
             return self.outcome
         try:
+            claimed = read_json(self.path) or {}
+            if claimed.get("id") != self.plan["id"] and pending(claimed):
+                self.outcome.update(finished=True, error="the switch of port %d is claimed by %s, not %s" % (
+                    self.plan["port"], claimed.get("id"), self.plan["id"]))
+                return self.outcome
             write_json(self.path, self.outcome)
             self.switch()
         except Exception as e:  # pylint: disable=broad-except
             self.outcome["error"] = "%s: %s" % (type(e).__name__, e)
         finally:
-            self.outcome["finished"] = True
-            self.outcome["seconds"] = round(time.monotonic() - self.t0, 3)
-            write_json(self.path, self.outcome)
+            if not self.outcome["finished"]:
+                self.outcome["finished"] = True
+                self.outcome["seconds"] = round(time.monotonic() - self.t0, 3)
+                write_json(self.path, self.outcome)
             os.close(fd)
         return self.outcome
 
@@ -397,9 +487,9 @@ def launch_detached(what, cap):
     return p.pid
 
 
-def main(plan_path):
+def main(path):
     """Entry point of the detached process."""
-    with open(plan_path) as f:
+    with open(path) as f:
         plan = json.load(f)
     Worker(plan).go()
 
@@ -417,38 +507,46 @@ def _runtime():
     return here[:here.rfind(marker)], False
 
 
-def launch(plan, run=run_command):
-    """Start the worker detached; returns how (its argv)."""
+def launch(plan, since, run=run_command):
+    """Claim the switch of the port and start the worker detached; (id, argv): the id of the switch this run
+    reports, and how its worker was started (None when it reports another run's switch, found in progress or
+    finished since `since`)."""
     state_dir = plan["state_dir"]
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
-    root, is_zip = _runtime()
-    if is_zip:
-        keep = os.path.join(state_dir, "switch-runtime.zip")
-        shutil.copyfile(root, keep + ".tmp")
-        os.replace(keep + ".tmp", keep)
-        root = keep
-    plan_path = os.path.join(state_dir, "switch-plan.json")
-    write_json(plan_path, plan)
-    code = ("import sys; sys.path.insert(0, %r); "
-            "from ansible_collections.inferops.sglang.plugins.module_utils import _switch; _switch.main(%r)"
-            % (root, plan_path))
-    argv = [sys.executable, "-c", code]
-    if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
-        argv = ["systemd-run", "--unit", "inferops-sglang-switch-%d-%s" % (plan["port"], plan["id"]), "--collect",
-                "--quiet", "--property=KillMode=process", "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
-        rc, out, err = timed(run, argv, 30)
-        if rc != 0:
-            raise RuntimeError("systemd-run failed (rc %d): %s" % (rc, (err or out).strip()))
-    else:
-        with open(os.devnull, "r+") as null:
-            # detached on purpose: run_command would wait for it
-            subprocess.Popen(argv, stdin=null, stdout=null, stderr=null, close_fds=True,  # pylint: disable=ansible-bad-function
-                             start_new_session=True)
-    return argv
+    run_id, mine = claim(plan, since)
+    if not mine:
+        return run_id, None
+    try:
+        root, is_zip = _runtime()
+        if is_zip:
+            keep = os.path.join(state_dir, "switch-runtime-%s.zip" % run_id)
+            shutil.copyfile(root, keep + ".tmp")
+            os.replace(keep + ".tmp", keep)
+            root = keep
+        code = ("import sys; sys.path.insert(0, %r); "
+                "from ansible_collections.inferops.sglang.plugins.module_utils import _switch; _switch.main(%r)"
+                % (root, plan_path(state_dir, run_id)))
+        argv = [sys.executable, "-c", code]
+        if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
+            argv = ["systemd-run", "--unit", "inferops-sglang-switch-%d-%s" % (plan["port"], run_id), "--collect",
+                    "--quiet", "--property=KillMode=process", "--description",
+                    "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
+            rc, out, err = timed(run, argv, 30)
+            if rc != 0:
+                raise RuntimeError("systemd-run failed (rc %d): %s" % (rc, (err or out).strip()))
+        else:
+            with open(os.devnull, "r+") as null:
+                # detached on purpose: run_command would wait for it
+                subprocess.Popen(argv, stdin=null, stdout=null, stderr=null, close_fds=True,  # pylint: disable=ansible-bad-function
+                                 start_new_session=True)
+    except Exception as e:
+        unclaim(state_dir, run_id, "the switch could not be started: %s" % e)
+        raise
+    return run_id, argv
 
 
 def wait(state_dir, run_id, timeout, poll=0.1):
-    """The worker's outcome once finished (run_id None: whichever switch runs now). TimeoutError otherwise."""
+    """The outcome of switch run_id once finished (None: whichever switch runs now). TimeoutError otherwise."""
     path = os.path.join(state_dir, OUTCOME)
     deadline = time.monotonic() + timeout
     seen_at = time.monotonic()
@@ -457,12 +555,12 @@ def wait(state_dir, run_id, timeout, poll=0.1):
         mine = out is not None and (run_id is None or out.get("id") == run_id)
         if mine and out.get("finished"):
             return out
-        if mine:
+        if mine and out.get("pid"):
             seen_at = time.monotonic()
             if not _procfs.is_alive((out["pid"], out["starttime"])):
                 out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
                 return out
-        elif time.monotonic() - seen_at > 15:
+        elif time.monotonic() - seen_at > REPORT_WAIT:
             raise TimeoutError("the switch process never reported (see %s)" % path)
         if time.monotonic() >= deadline:
             raise TimeoutError("the switch did not finish within %.0f s; it goes on on the host (%s)" % (timeout, path))

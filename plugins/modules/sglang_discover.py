@@ -94,6 +94,15 @@ found:
   returned: always
   type: bool
   sample: true
+hidden:
+  description: Sockets listening on the port that no process this user can inspect holds (another user's process,
+    without CAP_SYS_PTRACE over it), each with its inode, its owner's uid and user, and that user's processes whose
+    open files cannot be read (C(unreadable)); the port is in use.
+  returned: when not found
+  type: list
+  elements: dict
+  sample: [{inode: 81234, uid: 1001, user: alice, unreadable: [4242]}]
+  version_added: 0.2.0
 server:
   description: The server's main process.
   returned: when found

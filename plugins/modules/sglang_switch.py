@@ -26,8 +26,9 @@ description:
     stop what still holds the server's GPUs (the family's leftovers, strays when allowed) and wait for
     C(nvidia-smi) to show their memory back where it exists; start the unit without blocking.
     A dropped connection or a cancelled job does not stop it half-way.
-  - The module waits for that process and returns each step's timing. A run that finds a switch of the port in
-    progress waits for it and returns its outcome.
+  - The module waits for that process and returns each step's timing. One switch per port: a run claims it under
+    the lock, with a plan of its own; a run that finds a switch of the port in progress, or one finished since it
+    began, waits for it and returns its outcome as its own (failing when it failed).
   - With O(wait), the module then waits for what it started (the unit, or the captured command) until it serves -
     ready, its model named by C(/v1/models) (O(wait.model) when given), and one generation with O(wait.generate).
     It fails fast when the unit fails or restarts, or the captured command exits, quoting the end of its log, and
@@ -35,7 +36,9 @@ description:
   - With O(record), once the server serves, the record of the switch (O(record.data) completed with the steps, the
     downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to
     O(record.dir) as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the folder 0700); the
-    same files as M(inferops.sglang.cutover_record) writes.
+    same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's: whichever run reports
+    the switch first keeps it (the run that switched, one that joined it, or a rerun after the controller was
+    interrupted, which finds the switch finished without its record and keeps it with the switch's own timings).
   - With O(install), first of all the unit, its environment file and its readiness gate are put in place as
     M(inferops.sglang.sglang_unit) does (verified with C(systemd-analyze verify) when the unit changed - a rejected
     unit fails the module with nothing written and nothing stopped -, written when they differ, enabled, the
@@ -80,6 +83,16 @@ options:
   executable:
     description: The unit's ExecStart executable; preflight checks that it exists and, for a Python, finds sglang.
     type: path
+  command:
+    description:
+      - The unit's command (its ExecStart argv: the capture with the overrides). When it runs
+        C(python -m sglang.launch_server) or C(sglang serve), the preflight parses its arguments with the installed
+        SGLang's own argument parser, run by the server's interpreter (parse only, no GPU visible, a time limit): an
+        unknown, removed or ambiguous flag fails the preflight with argparse's message, before anything is stopped.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
   devices:
     description: Globs of the device files whose holders are the server's GPUs' users.
     type: list
@@ -233,6 +246,13 @@ sglang_version:
   returned: always
   type: str
   sample: 0.5.23
+run_id:
+  description: The id of the switch this run reports (its own, or the one of another run it found in progress or
+    finished since it began, with RV(action=join)); its plan is C(switch-plan-ID.json) in the port's state folder.
+  returned: when a switch ran
+  type: str
+  sample: 1796000000-4242
+  version_added: 0.2.0
 steps:
   description: Each step of the switch with its duration in seconds.
   returned: when the switch ran
@@ -320,6 +340,7 @@ def main():
             target=dict(type="str", choices=["unit", "capture"], default="unit"),
             restart=dict(type="bool", default=False),
             executable=dict(type="path"),
+            command=dict(type="list", elements="str", default=[]),
             devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             timeout=dict(type="float"),
             install=dict(type="dict", options=dict(

@@ -112,20 +112,21 @@ def test_preflight_problems(spawn, tmp_path):
     assert empty["owner"] is None and empty["family"] == [] and empty["problems"] == []
 
 
-def test_the_lock_allows_one_switch_per_port(tmp_path):
+def test_the_lock_allows_one_switch_per_port(tmp_path, monkeypatch):
+    monkeypatch.setattr(_switch, "LOCK_WAIT", 0.3)
     state, other = str(tmp_path / "state" / "1234"), str(tmp_path / "state" / "1235")
-    assert not _switch.lock_busy(state) and not os.path.exists(state)
+    assert not os.path.exists(state)
     fd = _switch.take_lock(state)
     try:
-        assert _switch.take_lock(state) is None and _switch.lock_busy(state)
-        assert not _switch.lock_busy(other)
+        assert _switch.take_lock(state) is None
+        os.close(_switch.take_lock(other))
         plan = dict(id="t2", action="start", port=1234, unit="sglang.service", unit_name="sglang",
                     state_dir=state, drain=1.0, release_strays=False, devices=[])
         outcome = _switch.Worker(plan, run=Systemctl()).go()
         assert outcome["finished"] and "holds the lock" in outcome["error"] and outcome["steps"] == []
     finally:
         os.close(fd)
-    assert not _switch.lock_busy(state)
+    os.close(_switch.take_lock(state))
 
 
 def test_launch_runs_detached_in_a_session_of_its_own_and_reports(tmp_path):
@@ -134,7 +135,7 @@ def test_launch_runs_detached_in_a_session_of_its_own_and_reports(tmp_path):
                 unit_name="inferops-test-none", state_dir=str(tmp_path / "state"), drain=1.0,
                 release_strays=False, devices=[str(tmp_path / "nvidia*")])
     script = ("import sys; sys.path.insert(0, %r); from ansible_collections.inferops.sglang.plugins.module_utils "
-              "import _switch; print(_switch.launch(%r)[0])" % (COLLECTIONS, plan))
+              "import _switch; print(_switch.launch(%r, 0)[1][0])" % (COLLECTIONS, plan))
     launcher = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, universal_newlines=True, check=True)
     assert launcher.stdout.strip() == sys.executable  # the session path, not systemd-run
     outcome = _switch.wait(plan["state_dir"], "t3", 30)
@@ -230,3 +231,96 @@ def test_a_server_that_ignores_sigterm_gets_the_whole_drain_budget(shell, tmp_pa
     stop = _stop_step(port, tmp_path, drain=1.5)
     assert not stop["drained"] and stop["escalated"]
     assert stop["timings"]["first_signal"] >= 1.5
+
+
+RACER = """
+import json, os, sys, time
+sys.path.insert(0, %r)
+from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+plan, go = json.loads(sys.argv[1]), float(sys.argv[2])
+since = time.time()
+while time.time() < go:
+    pass
+run_id, argv = _switch.launch(plan, since)
+print(json.dumps(dict(mine=plan["id"], reported=run_id, launched=argv is not None,
+                      outcome=_switch.wait(plan["state_dir"], run_id, 60))))
+"""
+
+
+def test_two_runs_at_once_make_one_switch_and_both_report_it(tmp_path):
+    """Two launches of one port at the same instant, each in its own process (an AWX retry, two operators): one
+    claims the switch and runs it, under its own plan; the other reports that switch as its own result."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "systemctl.log"
+    systemctl = bin_dir / "systemctl"  # systemd is not PID 1 here: a systemctl that logs and takes its time
+    systemctl.write_text("#!/bin/sh\necho \"$@\" >> %s\n[ \"$1\" = start ] && sleep 0.5\nexit 0\n" % calls)
+    systemctl.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    state = str(tmp_path / "state" / "1234")
+    go = repr(__import__("time").time() + 1.0)
+    racers = [subprocess.Popen([sys.executable, "-c", RACER % COLLECTIONS, json.dumps(dict(
+        id="run-%s" % n, action="start", port=free_port(), unit="sglang-%s.service" % n, unit_name="sglang-%s" % n,
+        state_dir=state, drain=1.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])), go],
+        stdout=subprocess.PIPE, universal_newlines=True, env=env) for n in "ab"]
+    answers = [json.loads(r.communicate(timeout=90)[0]) for r in racers]
+    assert all(r.returncode == 0 for r in racers)
+    winner = [a for a in answers if a["launched"]]
+    assert len(winner) == 1, answers
+    (won,) = winner
+    assert [a["reported"] for a in answers] == [won["mine"]] * 2
+    for a in answers:
+        out = a["outcome"]
+        assert out["id"] == won["mine"] and out["error"] is None and out["finished"], out
+        assert [s["step"] for s in out["steps"]] == ["verify zero", "release GPUs", "start unit"]
+    started = [line.split() for line in calls.read_text().splitlines() if line.startswith("start")]
+    assert started == [["start", "--no-block", "sglang-%s.service" % won["mine"][-1]]]  # its own plan's unit
+    assert sorted(os.listdir(state)) == sorted(["switch.json", "switch.lock", "switch-plan-%s.json" % won["mine"]])
+
+
+def test_a_run_begun_before_a_switch_finished_reports_it_instead_of_starting_another(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    since = __import__("time").time()
+    _switch.write_json(str(state / "switch.json"), {"id": "done", "began": since + 0.5, "finished": True, "error": None})
+    plan = dict(id="late", action="switch", port=free_port(), unit="sglang.service", unit_name="sglang",
+                state_dir=str(state), drain=1.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    assert _switch.launch(plan, since) == ("done", None)
+    assert _switch.launch(plan, since + 1.0)[0] == "late"  # one finished before this run began: a new switch
+
+
+LOOK = """
+import json, sys
+sys.path.insert(0, %r)
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
+procs = _procfs.snapshot()
+print(json.dumps(dict(listeners=_discover.listeners(%d, procs), hidden=_discover.hidden_listeners(%d, procs),
+                      problems=_switch.inspect(%d, "sglang", [], procs, run=lambda argv: (0, "0", ""))["problems"])))
+"""
+
+
+def test_a_listener_root_cannot_inspect_is_named_as_such(tmp_path):
+    """Another user's server, looked at by a root without CAP_SYS_PTRACE over it (root of a user namespace, as in
+    a default podman container): its open files cannot be read, and the port is said to be in use, not free."""
+    port = free_port()
+    other = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                              "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', %d)); s.listen(); "
+                              "time.sleep(600)" % port], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: _discover.listening_inodes(port), 10)
+        look = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c",
+                               LOOK % (COLLECTIONS, port, port, port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        assert look.returncode == 0, look.stderr
+        seen = json.loads(look.stdout)
+        assert seen["listeners"] == []  # it cannot read the server's open files
+        (hidden,) = seen["hidden"]
+        assert hidden["uid"] == 65534 and other.pid in hidden["unreadable"]
+        assert hidden["inode"] == int(list(_discover.listening_inodes(port))[0])
+        (problem,) = seen["problems"]
+        assert problem.startswith("port %d is in use, by a listening socket that no process this user can inspect "
+                                  "holds" % port) and "owned by uid 65534 (nobody)" in problem
+        assert "maybe pid " in problem and str(other.pid) in problem
+    finally:
+        other.kill()
+        other.wait()
