@@ -26,7 +26,7 @@ description:
     stop what still holds the server's GPUs (the family's leftovers, strays when allowed) and wait for
     C(nvidia-smi) to show their memory back where it exists; start the unit without blocking.
     A dropped connection or a cancelled job does not stop it half-way.
-  - The module waits for that process and returns each step's timing. One switch per port: a run claims it under
+  - The module waits for that process and returns each step's timing. One switch per port - a run claims it under
     the lock, with a plan of its own; a run that finds a switch of the port in progress, or one finished since it
     began, waits for it and returns its outcome as its own (failing when it failed).
   - With O(wait), the module then waits for what it started (the unit, or the captured command) until it serves -
@@ -36,7 +36,7 @@ description:
   - With O(record), once the server serves, the record of the switch (O(record.data) completed with the steps, the
     downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to
     O(record.dir) as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the folder 0700); the
-    same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's: whichever run reports
+    same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's - whichever run reports
     the switch first keeps it (the run that switched, one that joined it, or a rerun after the controller was
     interrupted, which finds the switch finished without its record and keeps it with the switch's own timings).
   - With O(install), first of all the unit, its environment file and its readiness gate are put in place as
@@ -85,9 +85,9 @@ options:
     type: path
   command:
     description:
-      - The unit's command (its ExecStart argv: the capture with the overrides). When it runs
+      - The unit's command (its ExecStart argv - the capture with the overrides). When it runs
         C(python -m sglang.launch_server) or C(sglang serve), the preflight parses its arguments with the installed
-        SGLang's own argument parser, run by the server's interpreter (parse only, no GPU visible, a time limit): an
+        SGLang's own argument parser, run by the server's interpreter (parse only, no GPU visible, a time limit) - an
         unknown, removed or ambiguous flag fails the preflight with argparse's message, before anything is stopped.
     type: list
     elements: str
