@@ -21,8 +21,8 @@ def test_each_server_serves_from_its_own_unit(host):
 def test_each_unit_runs_its_own_settings(host):
     first = host.file("/etc/systemd/system/sglang-30000.service").content_string
     second = host.file("/etc/systemd/system/sglang-second.service").content_string
-    assert "--port 30000" in first and "--max-running-requests" not in first
-    assert "--port 30001" in second and "--max-running-requests 32" in second and "--base-gpu-id 1" in second
+    assert '"--port" "30000"' in first and "--max-running-requests" not in first
+    assert '"--port" "30001"' in second and '"--max-running-requests" "32"' in second and '"--base-gpu-id" "1"' in second
 
 
 def test_each_server_has_its_own_record(host):
