@@ -2,7 +2,11 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys
+.PHONY: build test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys
+
+# The collection's tarball, inferops-sglang-VERSION.tar.gz, here (what `ansible-galaxy collection install` takes).
+build:
+	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && ansible-galaxy collection build --force
 
 test:
 	bash tests/run.sh

@@ -3,10 +3,12 @@
     python awx/generate_surveys.py          # (re)write them
     python awx/generate_surveys.py --check  # exit 1 when one is not what this would write
 
-A survey answer becomes an extra var, which beats the inventory: so no question has a default (a blank
-answer passes nothing and the inventory's value stands), and none is required. Only what a survey can carry
-as the role expects it is asked: strings, paths, integers, and choices. Booleans, lists and mappings would
-arrive as strings: they stay in the inventory (awx/README.md lists them).
+A survey answer becomes an extra var, which beats the inventory and cannot be taken back, and AWX sends a
+blank answer as "" or null (by release). So each question sets survey_<variable>, and the project's playbooks
+(awx/project/playbooks/answers.yml) set <variable> only from an answer that is not blank: a blank answer means
+the inventory's value, else the default. No question has a default and none is required. Only what a survey
+can carry as the role expects it is asked: strings, paths, integers, and choices. Booleans, lists and mappings
+would arrive as strings: they stay in the inventory (awx/README.md lists them).
 """
 import json
 import re
@@ -18,25 +20,43 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "awx" / "surveys"
 
-# Play keywords cannot read the inventory: playbooks/cutover.yml takes them as extra vars.
+# Play keywords cannot read host facts: awx/project/playbooks/cutover.yml passes them to the play.
 PLAY = [
-    {"variable": "cutover_serial", "type": "text", "question_name": "Batch size (serial)",
-     "question_description": "Hosts per batch, a number or a percentage (playbooks/cutover.yml: 100% when blank). "
-                             "The next batch starts only when this one is done."},
-    {"variable": "cutover_max_fail_percentage", "type": "integer", "min": 0, "max": 100,
-     "question_name": "Stop after this share of a batch failed (max_fail_percentage)",
-     "question_description": "The run stops when the failed share of a batch EXCEEDS it: 25 with 1 of 4 failed goes "
-                             "on; 0 stops at the first failure (100 when blank: never stops early)."},
+    {"variable": "survey_cutover_serial", "type": "text", "question_name": "How many hosts per batch?",
+     "question_description": "A number or a percentage of the hosts (serial; 25% when blank). The next batch starts "
+                             "only when this one is done."},
+    {"variable": "survey_cutover_max_fail_percentage", "type": "integer", "min": 0, "max": 100,
+     "question_name": "Stop the run when more than what percentage of a batch failed?",
+     "question_description": "max_fail_percentage: 25 with 1 of 4 failed goes on; 0 (also when blank) stops at the "
+                             "first failure, before the next batch."},
 ]
+
+# Each asked option's question; a new askable option needs one here (the generator fails without it).
+QUESTIONS = {
+    "cutover_port": "Which port does the server listen on?",
+    "cutover_unit_name": "What is the service called (without .service)?",
+    "cutover_state_dir": "Where are captures and records kept?",
+    "cutover_working_directory": "Which working directory should the service run in?",
+    "cutover_user": "Which user should the service run as?",
+    "cutover_group": "Which group should the service run as?",
+    "cutover_drain_sec": "How many seconds may in-flight requests drain before the server is killed?",
+    "cutover_timeout_start_sec": "How many seconds may the model take to load?",
+    "cutover_boot_launchers": "What happens to @reboot and rc.local lines that start the server?",
+    "cutover_nccl_profile": "Which NCCL profile should the venv get?",
+    "cutover_bench": "Should a throughput benchmark gate the cutover?",
+    "cutover_bench_max_slowdown_pct": "How much slower (percent) may the service be than the old server?",
+    "cutover_hook_before_stop": "Which task file takes the host out of the load balancer?",
+    "cutover_hook_after_serving": "Which task file puts the host back into the load balancer?",
+}
 
 TEMPLATES = {
     # template: (description, role options asked, extra questions)
-    "cutover": ("Move each host's hand-launched SGLang server into its systemd unit (playbooks/cutover.yml).",
+    "cutover": ("Move each host's hand-launched SGLang server into its systemd unit.",
                 None, PLAY),
-    "rollback": ("Back from the service to the captured command and the venv as it was (playbooks/rollback.yml).",
+    "rollback": ("Back from the service to the captured command and the venv as it was.",
                  ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_drain_sec",
                   "cutover_timeout_start_sec"], []),
-    "status": ("Read-only status of each host's SGLang server (playbooks/status.yml).",
+    "status": ("Read-only status of each host's SGLang server.",
                ["cutover_port", "cutover_unit_name", "cutover_state_dir"], []),
 }
 
@@ -58,8 +78,8 @@ def askable(opt):
 
 
 def question(name, opt):
-    q = {"variable": name, "question_name": name, "required": False}
-    desc = _text(opt.get("description"))
+    q = {"variable": "survey_" + name, "question_name": QUESTIONS[name], "required": False}
+    desc = "%s: %s" % (name, _text(opt.get("description")))
     if "default" in opt:
         desc += " Role default: %s." % json.dumps(opt["default"])
     q["question_description"] = desc + " Blank: the inventory's value, else the role default."

@@ -21,7 +21,8 @@ options:
   pattern:
     description:
       - A Python regular expression searched in each process's command line (arguments joined by spaces).
-      - A pattern that matches an empty command line (V(.*), V(), V(a*)) would match every process and is refused.
+      - A pattern that matches an empty command line (such as V(.*), V(a*) or an empty one) would match every
+        process and is refused.
       - Never matched, whatever the pattern, PID 1, the module's own process and all its ancestors (the
         Ansible wrapper and the shell whose arguments contain the pattern), kernel threads and protected processes.
     type: str
@@ -62,6 +63,6 @@ options:
     default: []
 notes:
   - Linux only; reads C(/proc). Needs only the Python standard library on the managed host.
-  - A process is identified by its pid and its start time, re-checked before every signal, so a pid
-    reused by another process is never signalled.
+  - A process is identified by its pid and its start time, so a pid reused by another process is never taken
+    for the one found.
 """

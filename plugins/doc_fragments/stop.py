@@ -24,4 +24,7 @@ options:
     description: Seconds to wait for the targets to exit after O(signal), before O(escalate).
     type: float
     default: 30
+notes:
+  - Each target's pid and start time are checked again before every signal, so a pid reused by another process
+    is never signalled.
 """

@@ -118,7 +118,7 @@ class SglangDiscover(Base):
 
 def _stored(path):
     """What the capture file holds ({} when there is none)."""
-    return (_files.read_json(path) or {}) if path else None
+    return (_files.read_json(path) or {}) if path else {}
 
 
 def served_model(port, argv, timeout=5.0):

@@ -76,11 +76,21 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: What runs on port 30000
+- name: What runs on port 30000 (no capture kept, nothing secret returned)
+  inferops.sglang.sglang_discover:
+    port: 30000
+  register: found
+
+- name: What runs on port 30000, its capture kept (the result's stored holds secrets, so no_log)
   inferops.sglang.sglang_discover:
     port: 30000
     capture_path: /var/lib/inferops/cutover/30000/capture.json
-  register: found
+  register: captured
+  no_log: true
+
+- name: The captured command's length, without printing the command
+  ansible.builtin.debug:
+    msg: "{{ captured.stored.argv | default([]) | length }} arguments captured"
 """
 
 RETURN = r"""
@@ -162,8 +172,9 @@ model:
 stored:
   description:
     - The capture O(capture_path) holds after this call (or would hold, in check mode), SECRETS INCLUDED, or an
-      empty dict when there is none (what a unit is made from). Register the task with C(no_log) when you use it.
-  returned: when O(capture_path) is given
+      empty dict when there is none or O(capture_path) is not given (what a unit is made from). Register the task
+      with C(no_log) when you give O(capture_path).
+  returned: always
   type: dict
   sample: {argv: [python, -m, sglang.launch_server, --api-key, sk-...], cwd: /root, user: root}
 model_files:

@@ -88,13 +88,41 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: The unit, verified, installed and enabled, not started
+- name: A unit written out, verified, installed and enabled, not started
   inferops.sglang.sglang_unit:
     name: sglang-30000
-    unit: "{{ lookup('ansible.builtin.template', 'unit.service.j2') }}"
-    environment: "{{ lookup('ansible.builtin.template', 'unit.env.j2') }}"
+    unit: |
+      [Unit]
+      Description=SGLang inference server on port 30000
+      After=network-online.target
+      [Service]
+      EnvironmentFile=/etc/inferops/sglang/sglang-30000.env
+      ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/llama --port 30000 --api-key ${SGLANG_API_KEY}
+      Restart=on-failure
+      [Install]
+      WantedBy=multi-user.target
+    environment: "SGLANG_API_KEY={{ sglang_api_key }}\n"
     environment_path: /etc/inferops/sglang/sglang-30000.env
     wants: [nvidia-persistenced.service]
+
+- name: The hardened unit of the systemd_unit role, rendered (nothing written yet)
+  ansible.builtin.include_role:
+    name: inferops.sglang.systemd_unit
+    tasks_from: render
+  vars:
+    systemd_unit_name: sglang-30000
+    systemd_unit_command: [/opt/sglang/venv/bin/python, -m, sglang.launch_server, --model-path, /models/llama, --port, "30000"]
+
+- name: That unit, its environment file and its readiness gate installed
+  inferops.sglang.sglang_unit:
+    name: sglang-30000
+    unit: "{{ systemd_unit_rendered.unit }}"
+    environment: "{{ systemd_unit_rendered.environment }}"
+    environment_path: "{{ systemd_unit_rendered.environment_path }}"
+    gate: "{{ systemd_unit_rendered.gate }}"
+    gate_path: "{{ systemd_unit_rendered.gate_path }}"
+    wants: "{{ systemd_unit_rendered.wants }}"
+  no_log: true  # the environment file holds secrets
 """
 
 RETURN = r"""

@@ -7,15 +7,21 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 export NO_COLOR=1 ANSIBLE_FORCE_COLOR=0
-bash tests/setup.sh
-source tests/testbed/env.sh
+mkdir -p tests/output
+log=tests/output/demo-setup.log
+# The story only: what sets up the test bed (apt, the venv, the image, molecule) goes to a log, shown on failure.
+quiet() { "$@" >>"$log" 2>&1 || { echo "failed: $*; the end of $log:"; tail -n 40 "$log"; exit 1; }; }
+: >"$log"
+echo "== setting up: packages, the venv, the test-bed image (a few minutes the first time; log: $log)"
+quiet bash tests/setup.sh
+source tests/testbed/env.sh 2>>"$log"
 export INFEROPS_SSH_PORT=2299   # the port inventories/demo names
 cleanup() { [ "${KEEP:-0}" = 1 ] || molecule destroy -s testbed >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 echo "== bringing up the test bed (systemd container, SSH on 127.0.0.1:$INFEROPS_SSH_PORT)"
 molecule destroy -s testbed >/dev/null 2>&1 || true
-molecule create -s testbed >/dev/null
-molecule prepare -s testbed >/dev/null
+quiet molecule create -s testbed
+quiet molecule prepare -s testbed
 inv=inventories/demo/hosts.yml
 run() { ANSIBLE_STDOUT_CALLBACK=minimal ansible -i "$inv" sglang_servers -m ansible.builtin.shell -a "$1" | tail -n +2; }
 echo
@@ -42,8 +48,8 @@ echo
 echo "== the log the seeds stared at"
 run "tail -n 3 /root/sglang.log"
 echo
-echo "== the cutover: ansible-playbook -i $inv playbooks/cutover.yml"
-ANSIBLE_DISPLAY_SKIPPED_HOSTS=false ansible-playbook -i "$inv" playbooks/cutover.yml
+echo "== the cutover: ansible-playbook -i $inv inferops.sglang.cutover"
+ANSIBLE_DISPLAY_SKIPPED_HOSTS=false ansible-playbook -i "$inv" inferops.sglang.cutover
 echo
 echo "== the report it left on the host"
 run "cat /var/lib/inferops/cutover/30000/last.md"
@@ -58,7 +64,7 @@ for _ in $(seq 1 60); do
   sleep 1
 done
 echo "== after the restart: wait for the service (inferops.sglang.model_wait), then look"
-ansible -o -i "$inv" sglang_servers -m inferops.sglang.model_wait \
-  -a "unit=sglang-30000.service timeout=120" | sed -E 's/.*"msg": "([^"]*)".*/\1/'
+ANSIBLE_STDOUT_CALLBACK=minimal ansible -i "$inv" sglang_servers -m inferops.sglang.model_wait \
+  -a "unit=sglang-30000.service timeout=120" | sed -nE 's/^ *"msg": "([^"]*)".*/\1/p'
 run "echo \"sglang-30000.service: \$(systemctl is-active sglang-30000.service), \$(systemctl is-enabled sglang-30000.service)\"; \
   echo \"servers on port 30000: \$(pgrep -c -f '[s]glang.launch_server.*--port 30000')\""

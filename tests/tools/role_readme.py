@@ -13,7 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _text(x):
     text = " ".join(x) if isinstance(x, list) else str(x or "")
-    return re.sub(r"\b[CVOIP]\(([^)]*)\)", r"`\1`", text)
+    # ansible-doc's markup: C() V() O() RV() E() P() M() I() as code, L(text,url) and U(url) as links
+    text = re.sub(r"\bL\(([^,)]*),\s*([^)]*)\)", r"[\1](\2)", text)
+    text = re.sub(r"\bU\(([^)]*)\)", r"<\1>", text)
+    return re.sub(r"\b(?:RV|[CVOIPEM])\(([^)]*)\)", r"`\1`", text)
 
 
 def _default(opt):
@@ -23,7 +26,8 @@ def _default(opt):
 
 
 def render(role):
-    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    spec = specs["main"]
     lines = ["# inferops.sglang.%s" % role.name, "", spec["short_description"], ""]
     for para in spec.get("description", []):
         lines += [_text(para), ""]
@@ -43,6 +47,19 @@ def render(role):
         lines.append("  vars:")
         lines += ["    %s: ...  # required" % n for n in required]
     lines += ["```", ""]
+    for name, entry in specs.items():
+        if name == "main":
+            continue
+        lines += ["## Entry point `%s`" % name, "", entry["short_description"], ""]
+        for para in entry.get("description", []):
+            lines += [_text(para), ""]
+        left_out = [n for n in spec["options"] if n not in entry.get("options", {})]
+        added = [n for n in entry.get("options", {}) if n not in spec["options"]]
+        assert not added, "%s: options of %s that main lacks: %s" % (role.name, name, added)
+        lines += ["Variables: those above%s." % (", but %s" % ", ".join("`%s`" % n for n in left_out) if left_out else ""),
+                  "", "```yaml", "- name: %s" % entry["short_description"].rstrip("."),
+                  "  ansible.builtin.include_role:", "    name: inferops.sglang.%s" % role.name,
+                  "    tasks_from: %s" % name, "```", ""]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ def test_a_changed_spec_makes_the_check_fail(monkeypatch):
     real = generate_surveys.options()
     changed = dict(real, cutover_new_knob={"type": "int", "default": 3, "description": "A new knob."})
     monkeypatch.setattr(generate_surveys, "options", lambda: changed)
+    monkeypatch.setitem(generate_surveys.QUESTIONS, "cutover_new_knob", "How new is the knob?")
     assert generate_surveys.main(["--check"]) == 1
     real["cutover_port"] = dict(real["cutover_port"], description="Another text.")
     monkeypatch.setattr(generate_surveys, "options", lambda: real)
@@ -36,19 +37,44 @@ def test_a_survey_asks_only_what_it_can_carry_and_overrides_nothing_unasked(name
     assert survey["spec"]
     for q in survey["spec"]:
         assert q["type"] in KINDS
-        assert q["variable"] in options or q["variable"] in plays
+        assert q["variable"].startswith("survey_")  # answers.yml sets the variable only from an answer not blank
+        name = q["variable"][len("survey_"):]
+        assert name in options or q["variable"] in plays
         assert "default" not in q and q["required"] is False  # a blank answer passes nothing: the inventory stands
-        if q["variable"] in options:
-            assert options[q["variable"]].get("type", "str") not in ("bool", "list", "dict")
-            if "choices" in options[q["variable"]]:
-                assert q["type"] == "multiplechoice" and q["choices"] == [str(c) for c in options[q["variable"]]["choices"]]
+        if name in options:
+            assert options[name].get("type", "str") not in ("bool", "list", "dict")
+            if "choices" in options[name]:
+                assert q["type"] == "multiplechoice" and q["choices"] == [str(c) for c in options[name]["choices"]]
+
+
+@pytest.mark.parametrize("name", ["cutover", "rollback", "status"])
+def test_every_question_reads_as_a_question_not_a_variable_name(name):
+    for q in json.loads((ROOT / "awx" / "surveys" / ("%s.json" % name)).read_text())["spec"]:
+        title = q["question_name"]
+        assert title.endswith("?") and title[0].isupper(), title
+        assert "_" not in title and q["variable"] not in title, title
+
+
+def test_a_new_askable_option_needs_its_question(monkeypatch):
+    changed = dict(generate_surveys.options(), cutover_new_knob={"type": "int", "default": 3, "description": "A knob."})
+    monkeypatch.setattr(generate_surveys, "options", lambda: changed)
+    with pytest.raises(KeyError):
+        generate_surveys.surveys()
+
+
+def test_the_project_playbooks_import_the_collection_s_playbooks_after_the_answers():
+    import yaml  # pylint: disable=import-outside-toplevel
+    project = ROOT / "awx" / "project" / "playbooks"
+    for name in ("cutover", "rollback", "status"):
+        plays = yaml.safe_load((project / ("%s.yml" % name)).read_text())
+        assert [p["ansible.builtin.import_playbook"] for p in plays] == ["answers.yml", "inferops.sglang." + name]
 
 
 def test_the_cutover_template_asks_for_serial_and_the_failure_threshold():
     variables = [q["variable"] for q in json.loads((ROOT / "awx" / "surveys" / "cutover.json").read_text())["spec"]]
-    assert "cutover_serial" in variables and "cutover_max_fail_percentage" in variables
+    assert "survey_cutover_serial" in variables and "survey_cutover_max_fail_percentage" in variables
     assert set(generate_surveys.not_asked()) >= {"cutover_command", "cutover_environment", "cutover_rollback"}
-    assert not set(generate_surveys.not_asked()) & set(variables)
+    assert not set("survey_" + n for n in generate_surveys.not_asked()) & set(variables)
 
 
 def test_the_job_template_playbook_parses_with_awx_awx():
@@ -82,4 +108,5 @@ def test_every_awx_task_uses_only_the_module_s_documented_options():
     assert used["awx.awx.job_template"]["job_slice_count"] == "{{ item.job_slice_count }}"
     plays = yaml.safe_load((ROOT / "awx" / "configure.yml").read_text())
     cutover = [t for t in plays[0]["vars"]["awx_templates"] if t["survey"] == "cutover"][0]
-    assert cutover["job_slice_count"] == 1 and set(cutover["extra_vars"]) == {"cutover_serial", "cutover_max_fail_percentage"}
+    assert cutover["job_slice_count"] == 1 and cutover["extra_vars"] == {}  # an extra var would beat a blank answer's default
+    assert [t["playbook"] for t in plays[0]["vars"]["awx_templates"]] == ["playbooks/%s.yml" % n for n in ("cutover", "rollback", "status")]

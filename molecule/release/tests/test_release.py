@@ -60,11 +60,15 @@ def test_installed_alone_into_an_empty_collections_path():
 
 
 @pytest.mark.hosts("cli")
-def test_ansible_playbook_inferops_sglang_cutover_by_fqcn(host):
-    log = open(os.path.join(RELEASE, "cli-cutover.log")).read()
-    recap = [line for line in log.splitlines() if line.startswith("cli ")][-1]
-    assert "failed=0" in recap and "unreachable=0" in recap
-    assert "PLAY [Cut over SGLang servers to systemd]" in log
+def test_the_readme_quick_start_as_written_on_cli(host):
+    """converge.yml ran the README's quick-start block (only the address changed): the install from the tarball into
+    an empty collections path, --check --diff, the cutover and the status by FQCN."""
+    log = open(os.path.join(RELEASE, "cli-quickstart.log")).read()
+    assert "was installed successfully" in log
+    recaps = [line for line in log.splitlines() if line.startswith("gpu1 ")]
+    assert len(recaps) == 3 and all("failed=0" in r and "unreachable=0" in r for r in recaps), recaps
+    assert log.count("PLAY [Cut over SGLang servers to systemd]") == 2 and "PLAY [Status of SGLang servers]" in log
+    assert "check mode: nothing was changed; the plan is above" in log
     serves_from_the_unit(host)
 
 
@@ -91,17 +95,29 @@ def test_galaxy_importer_finds_no_error_and_no_warning(tmp_path):
     assert problems == []
 
 
-def test_ansible_builder_writes_a_build_context_and_reads_the_collection_needs(tmp_path):
+def test_ansible_builder_writes_a_build_context_that_installs_the_local_tarball(tmp_path):
+    """What `ansible-builder build` builds from (podman cannot reach the network here): the context holds the
+    tarball, and its requirements install it - run as the image's galaxy stage runs them, offline."""
+    shutil.copy(os.path.join(ROOT, "execution-environment.yml"), str(tmp_path))
+    shutil.copy(TARBALL, str(tmp_path))  # where `make build` leaves it, beside execution-environment.yml
     ctx = tmp_path / "context"
-    r = subprocess.run([os.path.join(TOOLS, "ansible-builder"), "create", "-f",
-                        os.path.join(ROOT, "execution-environment.yml"), "-c", str(ctx), "--output-filename",
-                        "Containerfile"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                       check=False)
+    r = subprocess.run([os.path.join(TOOLS, "ansible-builder"), "create", "-c", str(ctx), "--output-filename",
+                        "Containerfile"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, check=False)
     assert r.returncode == 0, r.stdout
     containerfile = (ctx / "Containerfile").read_text()
-    assert "ansible-galaxy collection install" in containerfile or "install-from-bindep" in containerfile
-    reqs = yaml.safe_load((ctx / "_build" / "requirements.yml").read_text())
-    assert [c["name"] for c in reqs["collections"]] == ["inferops.sglang"]
+    assert "COPY _build /build" in containerfile and "ansible-galaxy collection install" in containerfile
+    build = ctx / "_build"
+    assert (build / "collections" / os.path.basename(TARBALL)).is_file()
+    installed = tmp_path / "image-collections"
+    r = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", "-r",
+                        "requirements.yml", "--collections-path", str(installed)], cwd=str(build),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       env=alone(ANSIBLE_COLLECTIONS_PATH=str(installed)), check=False)  # the image has none yet
+    assert r.returncode == 0, r.stdout
+    assert os.listdir(str(installed / "ansible_collections")) == ["inferops"], r.stdout
+    manifest = json.load(open(str(installed / "ansible_collections" / "inferops" / "sglang" / "MANIFEST.json")))
+    assert manifest["collection_info"]["version"] == VERSION
     # what the collection itself asks of an image: from its meta/execution-environment.yml, as the build reads it
     r = subprocess.run([os.path.join(TOOLS, "ansible-builder"), "introspect", "--sanitize", INSTALLED],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
@@ -111,24 +127,25 @@ def test_ansible_builder_writes_a_build_context_and_reads_the_collection_needs(t
     assert not needs.get("python")  # nothing in Python beyond ansible-core
 
 
-def awx_private_data_dir(d, address):
+def awx_private_data_dir(d, address, answers):
     """A private_data_dir as AWX lays one out for a job of the cutover template."""
     for sub in ("env", "inventory", "project", "artifacts"):
         os.makedirs(os.path.join(d, sub))
-    # the project: the operations repository's checkout, laid out like this one (playbooks/, inventories/)
-    shutil.copytree(os.path.join(ROOT, "playbooks"), os.path.join(d, "project", "playbooks"))
-    # the survey's answers, and the template's own extra vars (serial, max_fail_percentage)
+    # the project: awx/project/, thin playbooks that read the survey's answers and import the collection's
+    shutil.copytree(os.path.join(ROOT, "awx", "project", "playbooks"), os.path.join(d, "project", "playbooks"))
+    # the survey's answers (the template has no extra vars of its own)
     extravars = os.path.join(d, "env", "extravars")
     with open(extravars, "w") as f:
-        yaml.safe_dump({"cutover_serial": "100%", "cutover_max_fail_percentage": 0, "cutover_timeout_start_sec": 120,
-                        "cutover_drain_sec": 20}, f)
+        yaml.safe_dump(answers, f)
     os.chmod(extravars, 0o400)
+    hostvars = {"awx": {"ansible_host": address, "ansible_port": 22, "ansible_user": "root",
+                        "cutover_timeout_start_sec": 120, "cutover_drain_sec": 20}}
     hosts = os.path.join(d, "inventory", "hosts")
     with open(hosts, "w") as f:
         f.write("#!%s\nimport json, sys\nhostvars = %r\n"
                 "if '--host' in sys.argv:\n    print(json.dumps(hostvars[sys.argv[-1]]))\n"
                 "else:\n    print(json.dumps({'sglang_servers': {'hosts': ['awx']}, '_meta': {'hostvars': hostvars}}))\n"
-                % (sys.executable, {"awx": {"ansible_host": address, "ansible_port": 22, "ansible_user": "root"}}))
+                % (sys.executable, hostvars))
     os.chmod(hosts, 0o700)
     shutil.copy(KEY, os.path.join(d, "env", "ssh_key"))  # the machine credential: runner loads it into an ssh-agent
     os.chmod(os.path.join(d, "env", "ssh_key"), 0o600)
@@ -144,21 +161,52 @@ def awx_private_data_dir(d, address):
     return extravars
 
 
-@pytest.mark.hosts("awx")
-def test_awx_job_through_ansible_runner(host, tmp_path):
+def awx_job(host, d, answers):
     import ansible_runner  # pylint: disable=import-outside-toplevel
 
-    d = str(tmp_path / "awx-job")
-    extravars = awx_private_data_dir(d, host.ansible.get_variables()["ansible_host"])
+    extravars = awx_private_data_dir(d, host.ansible.get_variables()["ansible_host"], answers)
     assert stat.S_IMODE(os.stat(extravars).st_mode) == 0o400
     events = []
     r = ansible_runner.run(private_data_dir=d, playbook="playbooks/cutover.yml",
                            event_handler=lambda e: events.append(e) or True,  # True: the event is kept in artifacts/
                            quiet=True)  # ansible-playbook from PATH, as in an execution environment
     assert (r.status, r.rc) == ("successful", 0), "".join(e.get("stdout", "") for e in events)[-4000:]
+    return r, events
+
+
+@pytest.mark.hosts("awx")
+def test_awx_job_through_ansible_runner(host, tmp_path):
+    r, events = awx_job(host, str(tmp_path / "awx-job"), {"survey_cutover_serial": "100%",
+                                                           "survey_cutover_max_fail_percentage": 0,
+                                                           "survey_cutover_port": 30000})
     tasks = [e["event_data"].get("task") for e in events if e.get("event") == "playbook_on_task_start"]
     stages = [s for t in tasks for s in STAGES if (t or "").startswith(s)]
     assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == STAGES  # each stage in order
     assert [t for t in tasks if t.startswith("Switch - stop the family")]
     assert r.stats["failures"] == {} and r.stats["ok"].get("awx", 0) > 0
     serves_from_the_unit(host)
+
+
+def every_answer_blank(host, d, blank):
+    """AWX sends a blank answer as "" (most releases) or null (24.6.1): each means the inventory's value, else the
+    default. On the host the first job migrated, the job succeeds and changes nothing (the inventory's drain and
+    start timeout stand: a default in their place would change the unit)."""
+    spec = json.load(open(os.path.join(ROOT, "awx", "surveys", "cutover.json")))["spec"]
+    answers = dict((q["variable"], blank) for q in spec if not q["required"])
+    assert len(answers) == len(spec) >= 10
+    r, events = awx_job(host, d, answers)
+    assert r.stats["failures"] == {} and r.stats["changed"] == {}, r.stats
+    answered = [e for e in events if e.get("event") == "runner_on_ok" and e["event_data"]["task"].startswith("Answers - ")]
+    assert answered == []  # every answer was blank: no variable was set from one
+    serves_from_the_unit(host)
+
+
+# (two tests, not one parametrized: the host filter of molecule/shared/testinfra_hosts.py reads the test's id)
+@pytest.mark.hosts("awx")
+def test_awx_job_with_every_answer_empty(host, tmp_path):
+    every_answer_blank(host, str(tmp_path / "awx-job"), "")
+
+
+@pytest.mark.hosts("awx")
+def test_awx_job_with_every_answer_null(host, tmp_path):
+    every_answer_blank(host, str(tmp_path / "awx-job"), None)
