@@ -31,7 +31,7 @@ class ModelWait(Base):
             start = _procfs.starttime(p["pid"])
             if start is None:
                 self.fail("pid %d is not running: the server cannot come up" % p["pid"], **self.logs())
-            checks.append(process_alive(p["pid"], start))
+            checks.append(_procfs.process_alive(p["pid"], start))
         if p["unit"]:
             try:
                 watch = _systemd.UnitWatch(self.module.run_command, p["unit"])
@@ -57,20 +57,4 @@ class ModelWait(Base):
 
     def logs(self):
         p = self.params
-        return {"log_lines": log_lines(self, p["unit"], p["log_file"], p["lines"])} if p["unit"] or p["log_file"] else {}
-
-
-def process_alive(pid, start):
-    """A wait's check (model_wait's, sglang_switch's): None while the process (pid, its start time) runs."""
-    return lambda: None if start is not None and _procfs.is_alive((pid, start)) else "pid %s exited" % pid
-
-
-def log_lines(mgr, unit=None, log_file=None, lines=20):
-    """The end of the unit's journal, else of the log file, with mgr's secrets masked ([] with neither)."""
-    if unit:
-        found = _systemd.journal(mgr.module.run_command, unit, lines)
-    elif log_file:
-        found = _systemd.tail(log_file, lines)
-    else:
-        found = []
-    return [mgr.redact(line) for line in found]
+        return {"log_lines": _systemd.log_lines(self.module.run_command, self.redact, p["unit"], p["log_file"], p["lines"])} if p["unit"] or p["log_file"] else {}

@@ -15,10 +15,8 @@ import subprocess
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _files, _procfs, _readiness, _record, _selinux, _sglang_args, _switch, _systemd)
+    _discover, _files, _procfs, _readiness, _record, _selinux, _sglang_args, _switch, _systemd, _unit)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import log_lines, process_alive
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import install
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
 
@@ -57,7 +55,7 @@ class SglangSwitch(Base):
                 if said[0]:
                     self.fail("preflight failed, nothing was touched: " + said[0], action="none", port=port, unit=unit,
                               problems=said)
-            installed = install(self, dict(p["install"], name=name), enabled=True)
+            installed = _unit.install(self, dict(p["install"], name=name), enabled=True)
             restart = restart or installed["restart_needed"]  # what the running unit runs changed
         t = time.monotonic()
         insp = _switch.inspect(port, name, tuple(p["devices"]), run=run, flags=p["redact"])
@@ -222,7 +220,7 @@ class SglangSwitch(Base):
         # that happens to hold the port), and, for the unit, systemd says active (its readiness gate passed)
         if back:
             pid = outcome.get("pid_started")
-            checks = [process_alive(pid, _procfs.starttime(pid or 0)), _discover.SchedulerWatch(pid=pid).problem]
+            checks = [_procfs.process_alive(pid, _procfs.starttime(pid or 0)), _discover.SchedulerWatch(pid=pid).problem]
             gates = [lambda: _discover.listener_problem(server.port, pid=pid)]
             log_file = (_files.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
         else:
@@ -239,7 +237,7 @@ class SglangSwitch(Base):
                 raise _readiness.NotReady("%s serves %s; %s was served before" % (what, res.get("model"), w["model"]), res)
         except _readiness.NotReady as e:
             result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None),
-                          log_lines=log_lines(self, None if back else unit, log_file))
+                          log_lines=_systemd.log_lines(self.module.run_command, self.redact, None if back else unit, log_file))
             self.failed("%s; then %s did not serve: %s" % (result["msg"], what, self.redact(str(e))), result,
                         wait_failed=True)
         res["wait_seconds"] = res.pop("elapsed")

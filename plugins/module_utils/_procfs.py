@@ -181,6 +181,11 @@ def is_alive(identity):
     return int(f[19]) == start and f[0] not in ("Z", "X")
 
 
+def process_alive(pid, start):
+    """A wait's check (model_wait's, sglang_switch's): None while the process (pid, its start time) runs."""
+    return lambda: None if start is not None and is_alive((pid, start)) else "pid %s exited" % pid
+
+
 def ancestors(pid=None, procs=None):
     """pid (default: this process) and every ancestor of it, up to PID 1."""
     pid = os.getpid() if pid is None else pid

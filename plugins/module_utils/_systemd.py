@@ -53,6 +53,17 @@ def tail(path, lines=20):
     return data.splitlines()[-lines:]
 
 
+def log_lines(run, redact, unit=None, log_file=None, lines=20):
+    """The end of the unit's journal, else of the log file, each line through redact ([] with neither)."""
+    if unit:
+        found = journal(run, unit, lines)
+    elif log_file:
+        found = tail(log_file, lines)
+    else:
+        found = []
+    return [redact(line) for line in found]
+
+
 class UnitWatch:
     """Tells when a unit can no longer come up: failed, stopped after it started, or restarted."""
 
