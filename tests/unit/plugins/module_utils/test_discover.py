@@ -147,3 +147,24 @@ def test_scheduler_watch_names_a_killed_scheduler(shell):
     assert wait_for(watch.problem, 10)
     why = watch.problem()
     assert "lost a scheduler" in why and "%s (pid %d)" % (title, ident[0]) in why, why
+
+
+def test_a_server_started_with_sglang_serve_is_found_with_its_wrapper_loop(shell, tmp_path):
+    """The console script every wheel ships: in /proc it reads `PYTHON VENV/bin/sglang serve ...` (the shebang)."""
+    script = tmp_path / "bin" / "sglang"
+    script.parent.mkdir()
+    script.write_text("#!%s\nimport sys\nfrom sglang.cli.main import main\nif __name__ == '__main__':\n    sys.exit(main())\n"
+                      % sys.executable)  # as pip writes a console script
+    script.chmod(0o755)
+    port = free_port()
+    shell("while true; do %s serve --model-path /models/m --port %d; sleep 1; done" % (script, port))
+    (server,) = wait_listening(port)
+    proc = _procfs.read(server)
+    assert proc.argv[:3] == [sys.executable, str(script), "serve"]
+    assert _discover.is_sglang(proc)
+    w = _discover.wrapper(proc, _procfs.snapshot())
+    assert w and w["kind"] == "shell loop"
+    fam = _discover.family_of(proc, _procfs.snapshot())
+    titles = [_procfs.read(p).cmdline for p in fam]
+    assert "sglang::scheduler" in titles, titles
+    assert not _discover.is_sglang_command("tail -f sglang serve.log") and not _discover.is_sglang_command("sglang servex")
