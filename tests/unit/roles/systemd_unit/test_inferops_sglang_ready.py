@@ -47,7 +47,8 @@ def test_passes_once_the_server_serves_with_or_without_the_key(double, spawn, ve
     """With --api-key, SGLang 0.5.5-0.5.15 answer /ready with 401: the gate asks /health (always open) instead
     of polling 401 until TimeoutStartSec; with the key in its environment it is let in everywhere."""
     server = double("--api-key", "sk-gate", version=version)
-    without, with_key = gate(server.port, spawn), gate(server.port, spawn, INFEROPS_API_KEY="sk-gate")
+    main = dict(MAINPID=str(server.pid))
+    without, with_key = gate(server.port, spawn, **main), gate(server.port, spawn, INFEROPS_API_KEY="sk-gate", **main)
     for g in (without, with_key):
         out, err = g.communicate(timeout=60)
         assert g.returncode == 0, err
@@ -57,7 +58,7 @@ def test_passes_once_the_server_serves_with_or_without_the_key(double, spawn, ve
 def test_waits_through_loading(double, spawn):
     server = double(load="2")
     t0 = time.monotonic()
-    g = gate(server.port, spawn)
+    g = gate(server.port, spawn, MAINPID=str(server.pid))
     g.communicate(timeout=60)
     assert g.returncode == 0 and time.monotonic() - t0 >= 2.0, "not ready while the port is closed"
 
@@ -78,10 +79,24 @@ def test_fails_when_a_scheduler_is_killed(double, spawn):
         return found if len(found) == 2 else None
 
     schedulers = wait_for(both, 20)  # tp 2: both retitled
-    g = gate(server.port, spawn)
+    g = gate(server.port, spawn, MAINPID=str(server.pid))
     watched = [g.stdout.readline() for dummy in schedulers]  # the gate says which schedulers it watches
     assert sorted(watched) == sorted("watching %s (pid %d)\n" % (s.cmdline, s.pid) for s in schedulers)
     assert g.poll() is None
     os.kill(schedulers[0].pid, 9)
     out, err = g.communicate(timeout=10)
     assert g.returncode == 1 and "lost its scheduler %s (pid %d)" % (schedulers[0].cmdline, schedulers[0].pid) in err
+
+
+def test_another_trees_scheduler_is_not_its_own(double, spawn):
+    """A scheduler of another server in the same cgroup (here: the test's) dying is not this server's loss."""
+    other = double("--tp", "2", load="30", version="0.5.9")
+    theirs = wait_for(lambda: [p for p in _procfs.snapshot().values()
+                               if p.cmdline.startswith("sglang::scheduler") and other.pid in _procfs.ancestors(p.pid)], 20)
+    server = double(load="3")
+    g = gate(server.port, spawn, MAINPID=str(server.pid))
+    assert g.stdout.readline() == "watching sglang::scheduler (pid %d)\n" % [
+        p.pid for p in _procfs.snapshot().values() if p.cmdline == "sglang::scheduler" and server.pid in _procfs.ancestors(p.pid)][0]
+    os.kill(theirs[0].pid, 9)
+    out, err = g.communicate(timeout=60)
+    assert g.returncode == 0, err
