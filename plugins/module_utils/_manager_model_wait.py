@@ -57,4 +57,6 @@ class ModelWait(Base):
 
     def logs(self):
         p = self.params
-        return {"log_lines": _systemd.log_lines(self.module.run_command, self.redact, p["unit"], p["log_file"], p["lines"])} if p["unit"] or p["log_file"] else {}
+        if not (p["unit"] or p["log_file"]):
+            return {}
+        return {"log_lines": _systemd.log_lines(self.module.run_command, self.redact, p["unit"], p["log_file"], p["lines"])}

@@ -192,10 +192,9 @@ class SglangSwitch(Base):
                       elapsed=outcome.get("seconds"))
         load = None
         if not back:
-            times = _systemd.show(self.module.run_command, unit, ("ExecMainStartTimestampMonotonic",
-                                                                  "ActiveEnterTimestampMonotonic"))
-            start, active = [int(times.get(k) or 0) for k in ("ExecMainStartTimestampMonotonic",
-                                                             "ActiveEnterTimestampMonotonic")]
+            keys = ("ExecMainStartTimestampMonotonic", "ActiveEnterTimestampMonotonic")
+            times = _systemd.show(self.module.run_command, unit, keys)
+            start, active = [int(times.get(k) or 0) for k in keys]
             if 0 < start <= active:
                 load = round((active - start) / 1e6, 3)
         self.keep_record(result, outcome, plan["record"], back, state_dir, load)

@@ -24,6 +24,7 @@ TIMEOUT = 120.0
 class NotChecked(str):
     """Why the arguments could not be checked (a warning, not a refusal)."""
 
+
 # Run by the server's interpreter: argv[1] the arguments (JSON), argv[2] the entry point ("launch_server.py" or
 # "sglang serve"). Exit 2 with argparse's message on stderr when SGLang refuses them.
 _PARSE = r"""

@@ -6,7 +6,6 @@ Run after adding a version to tests/conformance/versions.py (the wheels come fro
 test_conformance.py fails while the written file differs from what the wheels say.
 """
 import pathlib
-import pprint
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
@@ -24,8 +23,12 @@ tests/conformance checks it against the wheels. Do not edit by hand.
 
 
 def render():
-    options = {v: tuple(RealWheel(wheel_path(v)).cli_options()) for v in VERSIONS}
-    return HEADER + "OPTIONS = " + pprint.pformat(options, width=120, sort_dicts=False) + "\n"
+    lines = ["OPTIONS = {"]
+    for v in VERSIONS:
+        lines.append("    %r: (" % v)
+        lines += ["        %r," % (option,) for option in RealWheel(wheel_path(v)).cli_options()]
+        lines.append("    ),")
+    return HEADER + "\n".join(lines + ["}"]) + "\n"
 
 
 if __name__ == "__main__":

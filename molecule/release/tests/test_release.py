@@ -177,8 +177,8 @@ def awx_job(host, d, answers):
 @pytest.mark.hosts("awx")
 def test_awx_job_through_ansible_runner(host, tmp_path):
     r, events = awx_job(host, str(tmp_path / "awx-job"), {"survey_cutover_serial": "100%",
-                                                           "survey_cutover_max_fail_percentage": 0,
-                                                           "survey_cutover_port": 30000})
+                                                          "survey_cutover_max_fail_percentage": 0,
+                                                          "survey_cutover_port": 30000})
     tasks = [e["event_data"].get("task") for e in events if e.get("event") == "playbook_on_task_start"]
     stages = [s for t in tasks for s in STAGES if (t or "").startswith(s)]
     assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == STAGES  # each stage in order

@@ -7,7 +7,6 @@ from http.server import BaseHTTPRequestHandler
 from sglang._double.config import at_least
 
 
-
 def open_paths(version):
     """Path prefixes the real --api-key middleware lets through without a key (every method): `/health*` and
     `/metrics` (0.5.5 sglang/srt/utils/common.py, 0.5.9/0.5.15 sglang/srt/utils/auth.py); 0.5.23 adds `/ready`."""

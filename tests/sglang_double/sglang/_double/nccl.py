@@ -12,7 +12,6 @@ import sys
 import tempfile
 
 
-
 def enabled():
     return os.environ.get("SGLANG_DOUBLE_NCCL", "0") not in ("", "0")
 

@@ -47,7 +47,7 @@ def test_auto_warms_what_the_switch_will_load(cap):
 
 
 @pytest.mark.parametrize("check_mode, warm, skipped", [(True, True, "check mode"),
-                                                        (False, False, "the unit serves the port already")])
+                                                       (False, False, "the unit serves the port already")])
 def test_check_mode_and_a_unit_serving_already_only_measure(cap, check_mode, warm, skipped):
     m = SglangDiscover(Module(check_mode=check_mode)).model_files(cap, warm=warm)
     assert m["warm"] is None and m["warm_skipped"] == skipped and m["summary"].endswith("; not warmed: " + skipped)

@@ -117,7 +117,7 @@ def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(t
                  sglang_version="0.5.9", installed=None)
     outcome = finished(tmp_path, action="switch", began=1796058514.5, seconds=0.4)
     kept = []
-    for _ in range(3):
+    for dummy in range(3):
         mgr = SglangSwitch(Module(record=dict(dir=given["dir"], data={"host": "other"})))
         result = dict(steps=STEPS, downtime=0.3, ready_after=2.0, elapsed=1.0)
         mgr.keep_record(result, outcome, given, False, str(tmp_path))

@@ -9,6 +9,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils import _sglang_arg
 
 from tests.unit.conftest import ROOT
 
+
 def installed_double(tmp_path):
     """The double where a venv has it: the package (its parser at sglang.srt.server_args, as in the real wheels) with
     its metadata."""

@@ -73,6 +73,7 @@ def test_fails_at_once_when_the_main_process_dies(double, spawn):
 def test_fails_when_a_scheduler_is_killed(double, spawn):
     """SGLang before 0.5.15 waits for ever after a scheduler is SIGKILLed (OOM): the gate must not."""
     server = double("--tp", "2", load="30", version="0.5.9")
+
     def both():
         found = [p for p in _procfs.snapshot().values()
                  if p.cmdline.startswith("sglang::scheduler") and server.pid in _procfs.ancestors(p.pid)]
