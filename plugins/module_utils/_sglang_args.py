@@ -97,12 +97,13 @@ def start(python, arguments, prog, env=None):
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 universal_newlines=True, close_fds=True, start_new_session=True)
     except OSError as e:
-        return "%s cannot be run to parse the server's arguments: %s" % (python, e)
+        # not a refusal of the arguments: the unit's own checks (systemd-analyze verify, the interpreter's) say why
+        return NotChecked("the server's arguments were not checked: %s cannot be run (%s)" % (python, e))
 
 
 def answer(p, python, timeout=TIMEOUT):
     """Why the installed SGLang refuses the arguments start() gave it (argparse's own message), None when it takes
-    them, or a NotChecked (a str) when it has no sglang.srt.server_args to parse them with."""
+    them, or a NotChecked (a str) when it cannot parse them (no interpreter to run, no sglang.srt.server_args)."""
     if isinstance(p, str):
         return p
     try:

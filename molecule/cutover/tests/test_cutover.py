@@ -125,8 +125,8 @@ def test_capture_and_records(host):
 def test_the_record_says_how_much_of_the_model_the_page_cache_held_and_what_the_warm_read(host):
     cache = json.loads(host.file(STATE + "/last.json").content_string)["model_cache"]
     assert "- %s\n" % cache["summary"] in host.file(STATE + "/last.md").content_string and "paths" not in cache
-    if name(host) == "messy":  # its model is nowhere on the host
-        assert cache["files"] == 0 and "/models/tiny-llama is neither a folder nor in the hub cache" in cache["msg"]
+    if name(host) == "messy":  # its model folder holds a tokenizer, no weights
+        assert cache["files"] == 0 and "no weight files" in cache["msg"] and "/models/tiny-llama" in cache["msg"]
         return
     size = V["model_bytes"]
     assert cache["files"] == 1 and cache["bytes"] == size and cache["resident"] < size  # the prepare evicted them
