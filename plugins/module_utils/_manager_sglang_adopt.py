@@ -66,7 +66,7 @@ class SglangAdopt(Base):
             self.fail(why, **result)
         if self.module.check_mode or action == "none":
             self.module.exit_json(msg=why, **dict(result, **self.adopted(insp)))
-        if _switch.lock_busy(self.state_dir):
+        if _switch.current(self.state_dir):
             self.fail("a switch of port %d is in progress: nothing was touched" % port, **result)
         try:
             if action == "adopt":
