@@ -60,7 +60,7 @@ molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
   # Every scenario, in two lanes at once (the scenarios mostly wait on servers loading). A lane's scenarios
   # may share container names and SSH ports with each other, never with the other lane's.
-  local one=(modules nccl_env sglang_patches systemd_unit testbed cutover versions platforms) two=() s
+  local one=(modules nccl_env sglang_patches systemd_unit testbed cutover versions platforms inplace) two=() s
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${one[*]} " == *" $s "* ]] || two+=("$s")
