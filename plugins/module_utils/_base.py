@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
@@ -24,6 +25,19 @@ class Base:
         self.params = module.params
         self.redact = Redactor(flags=self.params.get("redact") or ())
         self.t0 = time.monotonic()
+
+    def port_and_unit(self):
+        """(port, unit name) of a module that switches or adopts the server on a port (sglang_switch, sglang_adopt),
+        with its drain: the module fails on a bad one, before anything is looked at."""
+        p = self.params
+        port, name = p["port"], p["unit"]
+        if not 0 < port < 65536:
+            self.fail("port must be 1-65535, not %d" % port)
+        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
+            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+        if p["drain"] < 0:
+            self.fail("drain must be >= 0 seconds")
+        return port, name
 
     def fail(self, msg, **result):
         self.module.fail_json(msg=msg, **result)

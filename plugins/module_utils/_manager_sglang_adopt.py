@@ -10,12 +10,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import sys
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _scope, _signals, _switch, _systemd
-from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
 
 SETTLE = 5.0  # how long systemd may take to start the scope once asked
@@ -47,13 +46,7 @@ class SglangAdopt(Base):
 
     def run(self):
         p = self.params
-        port, name = p["port"], p["unit"]
-        if not 0 < port < 65536:
-            self.fail("port must be 1-65535, not %d" % port)
-        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
-            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
-        if p["drain"] < 0:
-            self.fail("drain must be >= 0 seconds")
+        port, name = self.port_and_unit()
         self.service = name + ".service"
         self.scope, self.watcher = _scope.names(name)
         self.state_dir = os.path.join(p["state_dir"], str(port))

@@ -10,13 +10,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import subprocess
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import (
     _discover, _files, _procfs, _readiness, _record, _selinux, _sglang_args, _switch, _systemd, _unit)
-from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
 
@@ -31,13 +30,7 @@ class SglangSwitch(Base):
     def run(self):
         p = self.params
         since = time.time()  # a switch of the port that finished after this is this run's too
-        port, name = p["port"], p["unit"]
-        if not 0 < port < 65536:
-            self.fail("port must be 1-65535, not %d" % port)
-        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
-            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
-        if p["drain"] < 0:
-            self.fail("drain must be >= 0 seconds")
+        port, name = self.port_and_unit()
         unit = name + ".service"
         state_dir = os.path.join(p["state_dir"], str(port))
         timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
