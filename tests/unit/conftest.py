@@ -1,15 +1,16 @@
 """Makes the collection importable as ansible_collections.inferops.sglang, and spawns real processes."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+
+# the tests import free_port and wait_for from here
+from tests.helpers import free_port, wait_for  # noqa: F401  pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[2]
 _tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
@@ -17,22 +18,6 @@ _tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
 (_tree / "ansible_collections" / "inferops" / "sglang").symlink_to(ROOT)
 COLLECTIONS = str(_tree)
 sys.path.insert(0, COLLECTIONS)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(cond, timeout=10.0, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met within %.1fs" % timeout)
 
 
 class Spawner:

@@ -2,33 +2,22 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests import helpers
+from tests.helpers import free_port
+
 DOUBLE = Path(__file__).resolve().parents[1]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(cond, timeout=10.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met within %.1fs" % timeout)
+    return helpers.wait_for(cond, timeout, interval)
 
 
 def http(port, path, method="GET", body=None, headers=None, timeout=10):

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import DOUBLE
+from .conftest import DOUBLE
 
 ARGS = ["--backend", "sglang", "--host", "127.0.0.1", "--dataset-name", "random-ids", "--random-input-len", "32",
         "--random-output-len", "8", "--random-range-ratio", "1", "--num-prompts", "8", "--seed", "1"]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import DOUBLE, alive, children_of, cmdline, console_script, holders, wait_for
+from .conftest import DOUBLE, alive, children_of, cmdline, console_script, holders, wait_for
 
 
 def stat_fields(pid):

@@ -7,17 +7,8 @@ import sys
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
-from tests.unit.conftest import ROOT, free_port, wait_for
-
-DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-def server_cmd(port, py=sys.executable):
-    return "%s -m sglang.launch_server --model-path /models/m --tp 2 --port %d" % (shlex.quote(py), port)
-
-
-def wait_listening(port):
-    return wait_for(lambda: _discover.listeners(port, _procfs.snapshot()), 15)
+from tests.unit.conftest import free_port, wait_for
+from .conftest import server_cmd, wait_listening
 
 
 def test_family_by_port_among_decoys(shell, tmp_path):

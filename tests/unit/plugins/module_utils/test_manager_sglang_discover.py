@@ -3,27 +3,14 @@ ahead and not in check mode; on real files evicted from the page cache."""
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover
-from tests.unit.plugins.module_utils.test_pagecache import MIB, evict, write
+from .conftest import MIB, Failed, FakeModule, evict, write
 
 
-class Failed(Exception):
-    pass
-
-
-class Module:
+class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    def __init__(self, check_mode=False, **params):
-        self.check_mode = check_mode
-        self.params = dict(dict(port=30000, unit="sglang-30000", capture_path=None, redact=[], prewarm="auto",
-                                prewarm_budget=60, prewarm_margin_gib=0), **params)
-        self.logged = []
-
-    def fail_json(self, **result):
-        raise Failed(result)
-
-    def log(self, msg):
-        self.logged.append(msg)
+    defaults = dict(port=30000, unit="sglang-30000", capture_path=None, redact=[], prewarm="auto", prewarm_budget=60,
+                    prewarm_margin_gib=0)
 
 
 @pytest.fixture

@@ -12,30 +12,13 @@ import pytest
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
 from tests.unit.conftest import free_port
-from tests.unit.plugins.module_utils.test_discover import server_cmd, wait_listening
-from tests.unit.plugins.module_utils.test_readiness import server  # noqa: F401  pylint: disable=unused-import
-from tests.unit.plugins.module_utils.test_sglang_args import installed_double
+from .conftest import Failed, FakeModule, installed_double, server_cmd, wait_listening
 
 
-class Failed(Exception):
-    pass
-
-
-class Module:
+class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    check_mode = False
-    _diff = False
-
-    def __init__(self, **params):
-        self.params = dict(dict(redact=[], record=None, wait=None), **params)
-
-    def fail_json(self, **result):
-        raise Failed(result)
-
-    def run_command(self, argv):
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-        return p.returncode, p.stdout, p.stderr
+    defaults = dict(redact=[], record=None, wait=None)
 
 
 def wait(url, **kw):

@@ -11,16 +11,8 @@ from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _p
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
 
-from tests.unit.conftest import ROOT
-
-from .conftest import run_command
+from .conftest import DOUBLE, globs, run_command
 from . import programs
-
-DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-def globs(devices):
-    return [str(devices / "nvidia*"), str(devices / "nvidia-caps" / "*")]
 
 
 def test_gpu_of():
@@ -202,107 +194,11 @@ def test_memory_back_of_processes_that_held_no_memory_is_at_once(smi_readings):
     assert back["complete"] and back["gpus"] == [] and count() == 2
 
 
-# nvidia-smi for one real holder: listed with its memory while it lives, then unlisted, memory.used lagging
-# for LAG more readings.
-LAGGING_SMI = r"""#!/bin/sh
-d=%s; pid=$(cat $d/pid); lag=%d
-alive() { [ -d /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; }
-case "$1" in
-  --query-gpu=index,uuid,memory.used)
-    if alive; then echo "0, GPU-5d1c, 24640"; exit; fi
-    n=$(cat $d/gone 2>/dev/null || echo 0); echo $((n + 1)) > $d/gone
-    if [ $n -lt $lag ]; then echo "0, GPU-5d1c, 24640"; else echo "0, GPU-5d1c, 20015"; fi ;;
-  --query-compute-apps=pid,process_name,used_memory,gpu_uuid)
-    echo "4202, sglang::scheduler_TP0, 20000, GPU-5d1c"
-    if alive; then echo "$pid, python3, 4614, GPU-5d1c"; fi ;;
-  *) echo "bad args: $*" >&2; exit 6 ;;
-esac
-"""
-
-
-class Exited(Exception):
-    pass
-
-
-class Module:
-    """What the gpu_release manager uses of AnsibleModule."""
-
-    check_mode = False
-    _diff = False
-
-    def __init__(self, **params):
-        self.params = dict(dict(state="released", gpus=None, timeout=10.0, signal="TERM", escalate="KILL", grace=5.0,
-                                pid=None, pattern=None, user=None, exclude=[], max_targets=64, protect=[],
-                                unprotect=[], redact=[]), **params)
-
-    def exit_json(self, **result):
-        raise Exited(result)
-
-    def fail_json(self, **result):
-        raise Exited(dict(result, failed=True))
-
-    @staticmethod
-    def run_command(argv):
-        return run_command(argv)
-
-
-def test_gpu_release_returns_once_the_memory_is_back(run, devices, tmp_path, monkeypatch):
-    from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import GpuRelease
-
-    holder = run(programs.HOLDER, str(devices / "nvidia0"), str(devices / "nvidiactl"))[0]
-    d = tmp_path / "lagging"
-    d.mkdir()
-    (d / "pid").write_text(str(holder.pid))
-    exe = tmp_path / "lagging-bin" / "nvidia-smi"
-    exe.parent.mkdir()
-    exe.write_text(LAGGING_SMI % (d, 3))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
-    with pytest.raises(Exited) as e:
-        GpuRelease(Module(devices=globs(devices))).run()
-    r = e.value.args[0]
-    assert not r.get("failed"), r["msg"]
-    assert [t["pid"] for t in r["released"]] == [holder.pid]
-    assert r["before"]["compute_apps"][1] == {"pid": holder.pid, "name": "python3", "used_memory_mib": 4614, "gpu": 0}
-    assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
-    assert r["after"]["gpus"] == [{"index": 0, "memory_used_mib": 20015}]
-    assert r["memory"]["gpus"] == [{"index": 0, "held_mib": 4614, "dropped_mib": 4625, "memory_used_mib": 20015}]
-    assert 0 < r["memory"]["unlisted"] < r["memory"]["waited"] <= r["memory_released_after"]
-    assert r["memory"]["readings"] >= 4
-
-
-def test_gpu_release_fails_when_the_memory_is_not_back_in_time(run, devices, tmp_path, monkeypatch):
-    from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import GpuRelease
-
-    holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
-    d = tmp_path / "lagging"
-    d.mkdir()
-    (d / "pid").write_text(str(holder.pid))
-    exe = tmp_path / "lagging-bin" / "nvidia-smi"
-    exe.parent.mkdir()
-    exe.write_text(LAGGING_SMI % (d, 10 ** 6))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
-    with pytest.raises(Exited) as e:
-        GpuRelease(Module(devices=globs(devices), timeout=0.5)).run()
-    r = e.value.args[0]
-    assert r["failed"] and r["changed"] and holder.poll() is not None
-    assert r["msg"] == ("GPU memory of released processes is not back after 0.5 s: "
-                        "GPU 0 dropped 0 of the 4614 MiB they held")
-
-
-def test_the_switch_release_waits_for_the_memory_too(run, devices, tmp_path, monkeypatch):
+def test_the_switch_release_waits_for_the_memory_too(run, devices, tmp_path, lagging_smi):
     from ansible_collections.inferops.sglang.plugins.module_utils import _switch
 
     holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
-    d = tmp_path / "lagging"
-    d.mkdir()
-    (d / "pid").write_text(str(holder.pid))
-    exe = tmp_path / "lagging-bin" / "nvidia-smi"
-    exe.parent.mkdir()
-    exe.write_text(LAGGING_SMI % (d, 3))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", "%s:%s" % (exe.parent, os.environ["PATH"]))
+    d = lagging_smi(holder.pid, 3)
     plan = dict(id="m", action="start", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(tmp_path),
                 drain=1.0, release_strays=False, devices=globs(devices))
     before = {"family": [{"pid": holder.pid, "starttime": _procfs.starttime(holder.pid)}], "strays": [], "gpus": [0]}

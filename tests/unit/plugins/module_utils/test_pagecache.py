@@ -1,29 +1,8 @@
 """Residency measured with mincore on real files, and the warm's bounds: memory, time, errors."""
-import os
-
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _pagecache
-
-MIB = 1 << 20
-
-
-def write(path, size):
-    with open(str(path), "wb") as f:
-        for dummy in range(size // MIB):
-            f.write(os.urandom(MIB))
-        f.write(os.urandom(size % MIB))
-        f.flush()
-        os.fsync(f.fileno())  # dirty pages cannot be dropped
-    return str(path)
-
-
-def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+from .conftest import MIB, evict, write
 
 
 def read(path):

@@ -1,33 +1,9 @@
 """The start-up phases over real HTTP on loopback, against the SGLang double walking through them."""
-import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _procfs, _readiness
-from tests.unit.conftest import ROOT, free_port
-
-DOUBLE = str(ROOT / "tests" / "sglang_double")
-
-
-@pytest.fixture
-def server(spawn, tmp_path):
-    def start(*args, **knobs):
-        port = free_port()
-        env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"),
-                   SGLANG_DOUBLE_LOAD_SECONDS="1", SGLANG_DOUBLE_WARMUP_SECONDS="0.5", SGLANG_DOUBLE_HEALTH_SECONDS="1")
-        env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
-        p = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp", "1",
-                              "--port", str(port), "--served-model-name", spawn.marker, *args],
-                             env=env, stdout=open(tmp_path / "log", "wb"), stderr=subprocess.STDOUT)
-        spawn.procs.append(p)
-        p.url = "http://127.0.0.1:%d" % port
-        p.events = lambda: dict((e["event"], e["time"]) for e in map(json.loads, open(tmp_path / "state.jsonl")))
-        return p
-    return start
 
 
 def test_walks_the_phases_and_sees_ready_at_once(server, spawn):

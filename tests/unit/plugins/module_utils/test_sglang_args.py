@@ -1,24 +1,12 @@
 """The server's arguments parsed by the installed SGLang's own parser (the double's stands in), before any stop."""
 import os
-import shutil
 import sys
 
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _sglang_args
 
-from tests.unit.conftest import ROOT
-
-
-def installed_double(tmp_path):
-    """The double where a venv has it: the package (its parser at sglang.srt.server_args, as in the real wheels) with
-    its metadata."""
-    site = tmp_path / "site"
-    shutil.copytree(str(ROOT / "tests" / "sglang_double" / "sglang"), str(site / "sglang"))
-    meta = site / "sglang-0.5.23.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
-    return str(site)
+from .conftest import installed_double
 
 
 @pytest.fixture
