@@ -71,24 +71,35 @@ def pages(path):
         os.close(fd)
 
 
+def _cached(size, vec):
+    """Bytes in the page cache of a file of this size and page vector."""
+    return min(size, vec.count(b"\x01") * PAGE)
+
+
 def resident(path):
     """(size, bytes of it in the page cache) of one file."""
     size, vec = pages(path)
-    return size, min(size, vec.count(b"\x01") * PAGE)
+    return size, _cached(size, vec)
+
+
+def _readable(paths, errors):
+    """(path, size, page vector) of each file that can be read; why the others cannot goes to errors."""
+    for path in paths:
+        try:
+            size, vec = pages(path)
+        except (OSError, ValueError) as e:
+            errors.append("%s: %s" % (path, e))
+            continue
+        yield path, size, vec
 
 
 def residency(paths):
     """{'bytes', 'resident', 'errors'} of files (a file that cannot be read is an error, counted as not resident)."""
     total = held = 0
     errors = []
-    for path in paths:
-        try:
-            size, res = resident(path)
-        except (OSError, ValueError) as e:
-            errors.append("%s: %s" % (path, e))
-            continue
+    for dummy, size, vec in _readable(paths, errors):
         total += size
-        held += res
+        held += _cached(size, vec)
     return {"bytes": total, "resident": held, "errors": errors}
 
 
@@ -108,12 +119,7 @@ def _scan(paths, errors):
     """[(path, size, resident bytes, [missing bytes of each WINDOW])] of the files that can be read."""
     per = WINDOW // PAGE
     out = []
-    for path in paths:
-        try:
-            size, vec = pages(path)
-        except (OSError, ValueError) as e:
-            errors.append("%s: %s" % (path, e))
-            continue
+    for path, size, vec in _readable(paths, errors):
         missing = [min(WINDOW, size - i * PAGE, (len(vec[i:i + per]) - vec[i:i + per].count(b"\x01")) * PAGE)
                    for i in range(0, len(vec), per)]
         out.append((path, size, size - sum(missing), missing))

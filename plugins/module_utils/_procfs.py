@@ -259,10 +259,16 @@ def unit_of(pid):
         text = _read("%s/%d/cgroup" % (PROC, pid)).decode("utf-8", "replace")
     except OSError:
         return None
-    for line in text.splitlines():
+    return systemd_unit(text, ".service")
+
+
+def systemd_unit(cgroup, suffix):
+    """The last unit named *suffix (".service", ".scope") on the systemd line of a /proc/PID/cgroup text, or None.
+    That line is the unified hierarchy's (0::) or, on a hybrid host, the name=systemd one."""
+    for line in cgroup.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3 and (parts[0] == "0" or "name=systemd" in parts[1]):
-            units = [c for c in parts[2].split("/") if c.endswith(".service")]
+            units = [c for c in parts[2].split("/") if c.endswith(suffix)]
             if units:
                 return units[-1]
     return None

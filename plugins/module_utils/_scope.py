@@ -19,6 +19,8 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.inferops.sglang.plugins.module_utils._procfs import systemd_unit
+
 SYSTEMD = ("org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager")
 STOP_MARGIN = 15  # the watcher's TimeoutStopSec beyond the drain budget
 
@@ -122,13 +124,7 @@ def scope_of(pid, proc="/proc"):
             text = f.read()
     except (OSError, ValueError):
         return None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and (parts[0] == "0" or "name=systemd" in parts[1]):
-            scopes = [c for c in parts[2].split("/") if c.endswith(".scope")]
-            if scopes:
-                return scopes[-1]
-    return None
+    return systemd_unit(text, ".scope")
 
 
 def since(start_ticks, proc="/proc"):

@@ -12,39 +12,39 @@ json.dump({"pids": {"parent": __import__("os").getpid(), "child": child.pid}}, o
 time.sleep(600)
 '''
 
-# A parent -> child -> grandchild; the grandchild calls setsid and is reparented when the child exits.
-ESCAPING_GRANDCHILD = r'''
-import json, os, sys, time
+
+def _orphaning(setup, grandchild, keys):
+    """A program whose child forks a grandchild and exits, orphaning it: `setup` runs first, `grandchild` (8 spaces
+    in) runs in the grandchild and writes its pid to the pipe's w; the ready file names {keys[0]: this program's pid,
+    keys[1]: the grandchild's}."""
+    return r'''
+import ctypes, json, os, sys, time
 marker, ready = sys.argv[1], sys.argv[2]
+%s
 r, w = os.pipe()
 if os.fork() == 0:                      # child
     if os.fork() == 0:                  # grandchild
-        os.setsid()
-        os.write(w, str(os.getpid()).encode())
-        time.sleep(600)
+%s
     os._exit(0)
 os.wait()
 gc = int(os.read(r, 32))
-json.dump({"pids": {"parent": os.getpid(), "grandchild": gc}}, open(ready, "w"))
+json.dump({"pids": {%r: os.getpid(), %r: gc}}, open(ready, "w"))
 time.sleep(600)
-'''
+''' % (setup, grandchild, keys[0], keys[1])
+
+
+# A parent -> child -> grandchild; the grandchild calls setsid and is reparented when the child exits.
+ESCAPING_GRANDCHILD = _orphaning("", """\
+        os.setsid()
+        os.write(w, str(os.getpid()).encode())
+        time.sleep(600)""", ("parent", "grandchild"))
 
 # A subreaper whose grandchild is orphaned by its child and adopted by it.
-SUBREAPER = r'''
-import ctypes, json, os, sys, time
-marker, ready = sys.argv[1], sys.argv[2]
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
-r, w = os.pipe()
-if os.fork() == 0:
-    if os.fork() == 0:
+SUBREAPER = _orphaning("ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER", """\
         os.set_inheritable(w, True)
-        os.execv(sys.executable, [sys.executable, "-c", "import os,time; os.write(%d, str(os.getpid()).encode()); time.sleep(600)" % w, "orphan-of-" + marker])
-    os._exit(0)
-os.wait()
-orphan = int(os.read(r, 32))
-json.dump({"pids": {"subreaper": os.getpid(), "orphan": orphan}}, open(ready, "w"))
-time.sleep(600)
-'''
+        os.execv(sys.executable, [sys.executable, "-c",
+                 "import os,time; os.write(%d, str(os.getpid()).encode()); time.sleep(600)" % w, "orphan-of-" + marker])""",
+                       ("subreaper", "orphan"))
 
 # A parent with a child that exited and was never reaped.
 ZOMBIE_PARENT = r'''
