@@ -1,0 +1,79 @@
+"""cutover_record's manager on real files: the record written once and kept, check mode, and what it refuses."""
+import json
+import os
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_cutover_record import CutoverRecord
+
+from .conftest import Exited, Failed, FakeModule
+
+ROLLBACK = {"time": 1796058514.5, "host": "gpu-01", "port": 30000, "unit": "sglang-30000.service", "action": "rollback",
+            "failure": "unit failed", "pid_started": 5120, "ready_after_sec": 3.2, "rollback_downtime_sec": 0.4,
+            "rollback_steps": [{"step": "stop server", "seconds": 0.3}]}
+NAMES = ["last.json", "rollback-20261130T170834Z.json", "last.md"]
+
+
+class Module(FakeModule):
+    """What the manager uses of AnsibleModule."""
+
+    defaults = dict(kind="rollback", record=ROLLBACK)
+
+
+def result_of(module):
+    with pytest.raises(Exited) as e:
+        CutoverRecord(module).run()
+    return e.value.args[0]
+
+
+def test_the_record_is_written_once_then_kept(tmp_path):
+    folder = tmp_path / "30000"
+    r = result_of(Module(dir=str(folder)))
+    paths = [str(folder / n) for n in NAMES]
+    assert r["changed"] and r["files"] == paths and r["written"] == paths
+    assert r["report"].startswith("# Rollback of port 30000 on gpu-01\n") and "- why: unit failed" in r["report"]
+    assert json.loads((folder / "last.json").read_text()) == ROLLBACK
+    assert (folder / "rollback-20261130T170834Z.json").read_text() == (folder / "last.json").read_text()
+    assert (folder / "last.md").read_text() == r["report"]
+    assert oct(folder.stat().st_mode & 0o777) == "0o700" and oct((folder / "last.md").stat().st_mode & 0o777) == "0o640"
+    again = result_of(Module(dir=str(folder)))
+    assert not again["changed"] and again["written"] == [] and again["files"] == paths
+    later = dict(ROLLBACK, failure="the gate timed out")
+    r = result_of(Module(dir=str(folder), record=later))
+    assert r["changed"] and r["written"] == paths and json.loads((folder / "last.json").read_text()) == later
+
+
+def test_check_mode_says_what_it_would_write_and_writes_nothing(tmp_path):
+    folder = tmp_path / "30000"
+    r = result_of(Module(check_mode=True, dir=str(folder), kind="cutover"))
+    assert r["changed"] and r["written"] == [str(folder / n) for n in ("last.json", "cutover-20261130T170834Z.json", "last.md")]
+    assert not folder.exists()
+
+
+def test_a_file_changed_by_hand_is_written_again_alone(tmp_path):
+    folder = tmp_path / "30000"
+    result_of(Module(dir=str(folder)))
+    (folder / "last.md").write_text("edited\n")
+    os.chmod(str(folder / "last.json"), 0o644)
+    r = result_of(Module(dir=str(folder)))
+    assert r["changed"] and r["written"] == [str(folder / "last.json"), str(folder / "last.md")]
+    assert (folder / "last.md").read_text().startswith("# Rollback") and oct((folder / "last.json").stat().st_mode & 0o777) == "0o640"
+
+
+@pytest.mark.parametrize("folder, record, message", [
+    ("state/30000", ROLLBACK, "the record's folder must be an absolute path, not 'state/30000'"),
+    (None, dict(ROLLBACK, time=None), "needs its time"),
+])
+def test_a_relative_folder_or_a_record_without_its_time_is_refused(tmp_path, folder, record, message):
+    with pytest.raises(Failed, match=message) as e:
+        CutoverRecord(Module(dir=folder or str(tmp_path / "30000"), record=record)).run()
+    assert e.value.args[0]["failed"] and not (tmp_path / "30000").exists()
+
+
+def test_a_folder_that_cannot_be_made_fails_with_the_file_and_why(tmp_path):
+    (tmp_path / "state").write_text("a file where the folder should be\n")
+    with pytest.raises(Failed) as e:
+        CutoverRecord(Module(dir=str(tmp_path / "state" / "30000"))).run()
+    msg = e.value.args[0]["msg"]
+    assert msg.startswith("could not write %s: " % (tmp_path / "state" / "30000" / "last.json")) and "Not a directory" in msg
+    assert (tmp_path / "state").read_text() == "a file where the folder should be\n"
