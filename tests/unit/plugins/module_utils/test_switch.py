@@ -12,8 +12,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._readiness import 
 
 from tests.unit.conftest import COLLECTIONS, free_port, wait_for
 from . import programs
-from .conftest import run_command
-from .conftest import server_cmd, wait_listening
+from .conftest import run_command, server_cmd, wait_listening
 
 
 class Systemctl:
