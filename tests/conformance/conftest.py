@@ -1,6 +1,5 @@
 """The real wheels, and the double run as a real process tree on loopback with short timings."""
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import pytest
 
 from tests.conformance.realwheel import RealWheel
 from tests.conformance.versions import ROOT, VERSIONS, wheel_path
+from tests.helpers import free_port
 
 DOUBLE = ROOT / "tests" / "sglang_double"
 FAST = {"SGLANG_DOUBLE_LOAD_SECONDS": "0", "SGLANG_DOUBLE_WARMUP_SECONDS": "0",
@@ -39,12 +39,6 @@ def double_env(version, **extra):
     env = dict(os.environ, PYTHONPATH=str(DOUBLE), SGLANG_DOUBLE_VERSION=version, **FAST)
     env.update(extra)
     return env
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path, key=None):
