@@ -15,6 +15,9 @@ __metaclass__ = type
 import math
 
 TIMED_OUT = 124  # timeout's exit status when the command ran out of time
+# After -k, timeout sends SIGKILL to its process group, itself included: the caller sees timeout killed
+# (rc -9 from subprocess, 137 from a shell), never timeout's own answer.
+KILLED = (128 + 9, -9)
 
 
 class CommandError(Exception):
@@ -24,6 +27,6 @@ class CommandError(Exception):
 def timed(run, argv, seconds):
     """Run argv, killed after `seconds` (SIGTERM, then SIGKILL 2 s later). Returns (rc, out, err)."""
     rc, out, err = run(["timeout", "-k", "2", str(int(math.ceil(seconds))), ] + list(argv))
-    if rc == TIMED_OUT or rc == 128 + 9:
+    if rc == TIMED_OUT or rc in KILLED:
         raise CommandError("%s did not answer within %d s" % (argv[0], int(math.ceil(seconds))))
     return rc, out, err

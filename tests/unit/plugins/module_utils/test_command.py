@@ -35,8 +35,6 @@ def test_a_command_that_does_not_answer_in_time_is_an_error():
     assert time.monotonic() - t0 < 10
 
 
-@pytest.mark.xfail(strict=True, reason="timeout's SIGKILL goes to its own process group, timeout included: "
-                   "run_command answers rc -9, which timed() passes through as the command's answer")
 def test_one_that_ignores_sigterm_is_killed_2_s_later_and_is_an_error_too():
     ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
     t0 = time.monotonic()
