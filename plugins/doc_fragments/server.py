@@ -31,3 +31,13 @@ options:
     elements: str
     default: []
 """
+
+    # The devices option of sglang_switch and sglang_adopt (inferops.sglang.server.devices); gpu_release says its own.
+    DEVICES = r"""
+options:
+  devices:
+    description: Globs of the device files whose holders are the server's GPUs' users.
+    type: list
+    elements: str
+    default: [/dev/nvidia*, /dev/nvidia-caps/*]
+"""

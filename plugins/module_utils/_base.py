@@ -8,15 +8,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
-
-
-REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
-# A service's name without .service (an optional @instance), as sglang_switch and sglang_unit take it.
-UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_port, check_unit_name
 
 
 class Base:
@@ -30,11 +25,7 @@ class Base:
         """(port, unit name) of a module that switches or adopts the server on a port (sglang_switch, sglang_adopt),
         with its drain: the module fails on a bad one, before anything is looked at."""
         p = self.params
-        port, name = p["port"], p["unit"]
-        if not 0 < port < 65536:
-            self.fail("port must be 1-65535, not %d" % port)
-        if not re.match(UNIT_NAME, name) or name.endswith(".service"):
-            self.fail("unit %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+        port, name = check_port(p["port"], self.fail), check_unit_name(p["unit"], "unit", self.fail)
         if p["drain"] < 0:
             self.fail("drain must be >= 0 seconds")
         return port, name

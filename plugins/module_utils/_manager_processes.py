@@ -11,8 +11,9 @@ __metaclass__ = type
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _nvidia, _procfs, _signals
-from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC, Base
+from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._selection import Selector, SelectionError
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC
 
 
 SELECTION_SPEC = dict(

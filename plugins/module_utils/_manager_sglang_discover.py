@@ -15,6 +15,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils import (
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_port
 
 
 class SglangDiscover(Base):
@@ -22,8 +23,7 @@ class SglangDiscover(Base):
 
     def run(self):
         p = self.params
-        if not 0 < p["port"] < 65536:
-            self.fail("port must be 1-65535, not %d" % p["port"])
+        check_port(p["port"], self.fail)
         if p["prewarm_budget"] < 0 or p["prewarm_margin_gib"] < 0:
             self.fail("prewarm_budget and prewarm_margin_gib must be >= 0, not %r and %r"
                       % (p["prewarm_budget"], p["prewarm_margin_gib"]))

@@ -10,14 +10,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import shutil
 import tempfile
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _files, _systemd
-from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_unit_name
 
 TIMEOUT = 60
 
@@ -125,12 +124,10 @@ def verify(run, text, service):
 
 
 def install(mgr, spec, enabled=True, state="present", restart_on_change=False):
-    """Verify (when it changed), write what differs, enable, reload, start or restart: spec has name, unit, environment,
-    environment_path, gate, gate_path, wants and unit_dir. Returns the result (with a diff in diff mode); a rejected
+    """Verify (when it changed), write what differs, enable, reload, start or restart: spec has name and the options of
+    _specs.UNIT_FILES_SPEC (unit, unit_dir, environment, environment_path, gate, gate_path, wants). Returns the result (with a diff in diff mode); a rejected
     unit, a bad path or a failed systemctl fails mgr's module. Nothing is written or run in check mode."""
-    name = spec["name"]
-    if not re.match(UNIT_NAME, name) or name.endswith(".service"):
-        mgr.fail("name %r: give the service's name without .service, of letters, digits and _ . : -" % name)
+    name = check_unit_name(spec["name"], "name", mgr.fail)
     for key in ("environment_path", "gate_path"):
         if spec[key] and not os.path.isabs(spec[key]):
             mgr.fail("%s must be an absolute path, not %r" % (key, spec[key]))

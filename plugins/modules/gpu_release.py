@@ -189,14 +189,14 @@ elapsed:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, STOP_SPEC, GpuRelease
-from ansible_collections.inferops.sglang.plugins.module_utils._nvidia import DEFAULT_DEVICES
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import DEVICES_SPEC
 
 
 def main():
     spec = dict(SELECTION_SPEC, **STOP_SPEC)
     spec.update(
+        DEVICES_SPEC,
         state=dict(type="str", choices=["query", "released"], default="query"),
-        devices=dict(type="list", elements="str", default=list(DEFAULT_DEVICES)),
         gpus=dict(type="list", elements="int"),
         timeout=dict(type="float", default=60.0),
     )

@@ -25,15 +25,12 @@ author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
   - inferops.sglang.server.redact
+  - inferops.sglang.wait
 options:
   url:
     description: The server's base URL.
     type: str
     default: http://127.0.0.1:30000
-  timeout:
-    description: Seconds to wait in all.
-    type: float
-    default: 900
   ready:
     description: V(auto) (C(/ready), else C(/health)) or a path that must answer 200.
     type: str
@@ -42,13 +39,6 @@ options:
     description: Also require C(/v1/models) to answer, and return the served model name.
     type: bool
     default: true
-  generate:
-    description: Send one tiny real request to C(/generate) and check an answer comes back.
-    type: bool
-    default: false
-  api_key:
-    description: Sent as a Bearer token, where the server was started with C(--api-key).
-    type: str
   pid:
     description: The server's main process; the wait fails as soon as it exits.
     type: int
@@ -151,19 +141,17 @@ skipped_wait:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import ModelWait
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC, WAIT_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            WAIT_SPEC,
             url=dict(type="str", default="http://127.0.0.1:30000"),
-            timeout=dict(type="float", default=900.0),
             ready=dict(type="str", default="auto"),
             models=dict(type="bool", default=True),
-            generate=dict(type="bool", default=False),
-            api_key=dict(type="str", no_log=True),
             pid=dict(type="int"),
             unit=dict(type="str"),
             log_file=dict(type="path"),

@@ -32,6 +32,7 @@ extends_documentation_fragment:
   - inferops.sglang.attributes
   - inferops.sglang.server.redact
   - inferops.sglang.server
+  - inferops.sglang.server.devices
 options:
   unit:
     description: The service that takes over at its next start (name without C(.service)); the scope and the
@@ -48,11 +49,6 @@ options:
       C(TimeoutStopSec)), before SIGKILL.
     type: float
     default: 120
-  devices:
-    description: Globs of the device files whose holders are the server's GPUs' users.
-    type: list
-    elements: str
-    default: [/dev/nvidia*, /dev/nvidia-caps/*]
 attributes:
   check_mode:
     support: full
@@ -136,20 +132,13 @@ in_scope:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_adopt import SglangAdopt
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC, TAKEOVER_SPEC
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            port=dict(type="int", default=30000),
-            unit=dict(type="str", required=True),
-            state_dir=dict(type="path", default="/var/lib/inferops/cutover"),
-            drain=dict(type="float", default=120.0),
-            devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
-            **REDACT_SPEC
-        ),
+        argument_spec=dict(TAKEOVER_SPEC, **REDACT_SPEC),
         supports_check_mode=True,
     )
     SglangAdopt(module).run()

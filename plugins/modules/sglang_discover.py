@@ -201,14 +201,14 @@ capture:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import PORT_SPEC, REDACT_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            port=dict(type="int", default=30000),
+            PORT_SPEC,
             capture_path=dict(type="path"),
             unit=dict(type="str"),
             prewarm=dict(type="str", choices=["auto", "off"], default="off"),

@@ -51,6 +51,9 @@ extends_documentation_fragment:
   - inferops.sglang.attributes
   - inferops.sglang.server.redact
   - inferops.sglang.server
+  - inferops.sglang.server.devices
+  - inferops.sglang.unit_files.suboptions
+  - inferops.sglang.wait.suboptions
 options:
   unit:
     description: The service to switch to (name without C(.service)); it must be installed, except in check mode.
@@ -93,11 +96,6 @@ options:
     elements: str
     default: []
     version_added: 0.2.0
-  devices:
-    description: Globs of the device files whose holders are the server's GPUs' users.
-    type: list
-    elements: str
-    default: [/dev/nvidia*, /dev/nvidia-caps/*]
   timeout:
     description: Seconds to wait for the switch (it goes on on the host after that). Default O(drain) + 120.
     type: float
@@ -106,57 +104,12 @@ options:
       entry point), put in place before the preflight. With O(target=unit) only.
     type: dict
     version_added: 0.2.0
-    suboptions:
-      unit:
-        description: The unit file's text.
-        type: str
-        required: true
-      environment:
-        description: The environment file's text (secrets included; written 0600).
-        type: str
-        default: ""
-      environment_path:
-        description: Where the environment file goes (its folder 0700). Without it, no environment file.
-        type: path
-      gate:
-        description: The readiness gate's text (written 0644).
-        type: str
-        default: ""
-      gate_path:
-        description: Where the readiness gate goes. Without it, no gate.
-        type: path
-      wants:
-        description: Units added to C(Wants=) and C(After=) where the host has them.
-        type: list
-        elements: str
-        default: []
-      unit_dir:
-        description: Where unit files go.
-        type: path
-        default: /etc/systemd/system
+    # its suboptions are sglang_unit's options for the unit's files: inferops.sglang.unit_files.suboptions
   wait:
     description: Wait for what the switch started until it serves (nothing is waited for in check mode).
     type: dict
     version_added: 0.2.0
-    suboptions:
-      url:
-        description: The server's base URL.
-        type: str
-        required: true
-      api_key:
-        description: Sent as a Bearer token, where the server was started with C(--api-key).
-        type: str
-      model:
-        description: The model it must serve (the one served before the switch); another one fails the wait.
-        type: str
-      generate:
-        description: Send one tiny real request to C(/generate) and check an answer comes back.
-        type: bool
-        default: false
-      timeout:
-        description: Seconds to wait in all.
-        type: float
-        default: 900
+    # its suboptions are model_wait's options for the wait, the URL and the model: inferops.sglang.wait.suboptions
   record:
     description: Keep the record of the switch once the server serves (with O(wait)).
     type: dict
@@ -325,40 +278,22 @@ record_written:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._base import REDACT_SPEC
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC, TAKEOVER_SPEC, UNIT_FILES_SPEC, WAIT_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            port=dict(type="int", default=30000),
-            unit=dict(type="str", required=True),
-            state_dir=dict(type="path", default="/var/lib/inferops/cutover"),
-            drain=dict(type="float", default=120.0),
+            TAKEOVER_SPEC,
             release_strays=dict(type="bool", default=False),
             target=dict(type="str", choices=["unit", "capture"], default="unit"),
             restart=dict(type="bool", default=False),
             executable=dict(type="path"),
             command=dict(type="list", elements="str", default=[]),
-            devices=dict(type="list", elements="str", default=["/dev/nvidia*", "/dev/nvidia-caps/*"]),
             timeout=dict(type="float"),
-            install=dict(type="dict", options=dict(
-                unit=dict(type="str", required=True),
-                environment=dict(type="str", default="", no_log=True),
-                environment_path=dict(type="path"),
-                gate=dict(type="str", default=""),
-                gate_path=dict(type="path"),
-                wants=dict(type="list", elements="str", default=[]),
-                unit_dir=dict(type="path", default="/etc/systemd/system"),
-            )),
-            wait=dict(type="dict", options=dict(
-                url=dict(type="str", required=True),
-                api_key=dict(type="str", no_log=True),
-                model=dict(type="str"),
-                generate=dict(type="bool", default=False),
-                timeout=dict(type="float", default=900.0),
-            )),
+            install=dict(type="dict", options=UNIT_FILES_SPEC),
+            wait=dict(type="dict", options=dict(WAIT_SPEC, url=dict(type="str", required=True), model=dict(type="str"))),
             record=dict(type="dict", options=dict(
                 data=dict(type="dict", required=True),
                 dir=dict(type="path"),

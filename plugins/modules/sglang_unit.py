@@ -24,40 +24,12 @@ description:
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
   - inferops.sglang.attributes
+  - inferops.sglang.unit_files
 options:
   name:
     description: The service's name, without C(.service).
     type: str
     required: true
-  unit:
-    description: The unit file's text.
-    type: str
-    required: true
-  unit_dir:
-    description: Where the unit file goes.
-    type: path
-    default: /etc/systemd/system
-  environment:
-    description: The environment file's text (it holds secrets; never shown, also not in diff mode).
-    type: str
-    default: ""
-  environment_path:
-    description: Where the environment file goes (mode 0600, its folder 0700). Not written when not given.
-    type: path
-  gate:
-    description: The readiness gate's text (the script the unit's C(ExecStartPost) runs).
-    type: str
-    default: ""
-  gate_path:
-    description: Where the readiness gate goes (mode 0644). Not written when not given.
-    type: path
-  wants:
-    description:
-      - Units the service wants and starts after where this host has them, added to the unit's first C(Wants=) and
-        C(After=); a unit the host does not have is left out.
-    type: list
-    elements: str
-    default: []
   enabled:
     description: Whether the unit starts at boot.
     type: bool
@@ -212,19 +184,14 @@ restart_needed:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import SglangUnit
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import UNIT_FILES_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            UNIT_FILES_SPEC,
             name=dict(type="str", required=True),
-            unit=dict(type="str", required=True),
-            unit_dir=dict(type="path", default="/etc/systemd/system"),
-            environment=dict(type="str", default="", no_log=True),
-            environment_path=dict(type="path"),
-            gate=dict(type="str", default=""),
-            gate_path=dict(type="path"),
-            wants=dict(type="list", elements="str", default=[]),
             enabled=dict(type="bool", default=True),
             state=dict(type="str", choices=["present", "started"], default="present"),
             restart_on_change=dict(type="bool", default=False),

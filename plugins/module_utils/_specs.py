@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The option groups several modules take, each written once, and the checks of the values more than one takes.
+
+A group's documentation is the doc fragment named beside it (plugins/doc_fragments/); ansible-test's validate-modules
+checks that the two agree in every module that uses them."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.inferops.sglang.plugins.module_utils._nvidia import DEFAULT_DEVICES
+
+# Flags whose value is masked in what a module returns (inferops.sglang.server.redact, or inferops.sglang.selection).
+REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
+
+# The port that identifies a server: sglang_discover, sglang_switch, sglang_adopt (inferops.sglang.server).
+PORT_SPEC = dict(port=dict(type="int", default=30000))
+
+# The device files whose holders are GPU users: gpu_release, sglang_switch, sglang_adopt (each says what it does
+# with them; sglang_switch and sglang_adopt in inferops.sglang.server.devices).
+DEVICES_SPEC = dict(devices=dict(type="list", elements="str", default=list(DEFAULT_DEVICES)))
+
+# The server on a port and the service that takes it over: sglang_switch and sglang_adopt, checked by
+# Base.port_and_unit (each module says what its unit, state_dir and drain are for).
+TAKEOVER_SPEC = dict(
+    PORT_SPEC,
+    unit=dict(type="str", required=True),
+    state_dir=dict(type="path", default="/var/lib/inferops/cutover"),
+    drain=dict(type="float", default=120.0),
+    **DEVICES_SPEC
+)
+
+# A unit's files as _unit.install puts them in place: sglang_unit's options, with the service's name and what to do
+# with it, and sglang_switch's install suboptions (inferops.sglang.unit_files).
+UNIT_FILES_SPEC = dict(
+    unit=dict(type="str", required=True),
+    unit_dir=dict(type="path", default="/etc/systemd/system"),
+    environment=dict(type="str", default="", no_log=True),
+    environment_path=dict(type="path"),
+    gate=dict(type="str", default=""),
+    gate_path=dict(type="path"),
+    wants=dict(type="list", elements="str", default=[]),
+)
+
+# How a server is waited for until it serves, besides where it is: model_wait's options and sglang_switch's wait
+# suboptions (inferops.sglang.wait); each gives its url (model_wait a default, sglang_switch none).
+WAIT_SPEC = dict(
+    api_key=dict(type="str", no_log=True),
+    generate=dict(type="bool", default=False),
+    timeout=dict(type="float", default=900.0),
+)
+
+# A service's name without .service (an optional @instance), as sglang_switch, sglang_adopt and sglang_unit take it.
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
+
+
+def check_port(port, fail):
+    """port, or fail(message) when no server can listen on it."""
+    if not 0 < port < 65536:
+        fail("port must be 1-65535, not %d" % port)
+    return port
+
+
+def check_unit_name(name, option, fail):
+    """name (given as option), or fail(message) when it is not a service's name without .service."""
+    if not re.match(UNIT_NAME, name) or name.endswith(".service"):
+        fail("%s %r: give the service's name without .service, of letters, digits and _ . : -" % (option, name))
+    return name
