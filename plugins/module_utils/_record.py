@@ -34,7 +34,6 @@ def files(folder, kind, record):
     return [File(os.path.join(folder, name), text, 0o640, 0, 0, dir_mode=0o700) for name, text in texts]
 
 
-
 def switch_plan(given, insp, version, installed):
     """What the record of a switch takes from the run that starts it (given: the module's record option, insp: the
     preflight's, installed: the unit's install), kept with the switch's plan: whichever run finds the switch finished
@@ -74,6 +73,7 @@ def switch_record(given, outcome, result, back, load=None):
                model=result.get("model"), generated=bool(result.get("generated")),
                sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages)
     return rec
+
 
 def _steps(steps):
     return ", ".join("%s %s s" % (s.get("step"), s.get("seconds")) for s in steps or []) or "none"
