@@ -5,7 +5,7 @@
 """External commands (nvidia-smi, systemctl, journalctl) always run under coreutils' timeout.
 
 `run` is a callable taking an argv list and returning (rc, stdout, stderr): AnsibleModule.run_command
-in the modules.
+in the modules, run_command below where there is no AnsibleModule (the detached switch).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import subprocess
 
 TIMED_OUT = 124  # timeout's exit status when the command ran out of time
 # After -k, timeout sends SIGKILL to its process group, itself included: the caller sees timeout killed
@@ -30,3 +31,15 @@ def timed(run, argv, seconds):
     if rc == TIMED_OUT or rc in KILLED:
         raise CommandError("%s did not answer within %d s" % (argv[0], int(math.ceil(seconds))))
     return rc, out, err
+
+
+def run_command(argv):
+    """(rc, stdout, stderr) of argv: the stand-in for AnsibleModule.run_command."""
+    try:
+        # the detached switch has no AnsibleModule, hence no run_command
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                             universal_newlines=True)
+    except OSError as e:
+        return 127, "", str(e)
+    out, err = p.communicate()
+    return p.returncode, out, err

@@ -13,7 +13,8 @@ import os
 import sys
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _scope, _signals, _switch, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils import (
+    _discover, _preflight, _procfs, _scope, _signals, _switch_lock, _switch_outcome, _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
 
@@ -21,7 +22,7 @@ SETTLE = 5.0  # how long systemd may take to start the scope once asked
 
 
 def decide(insp, where, watcher_active, scope):
-    """What adopt does, from what is on the port (_switch.inspect), where each family pid is ({pid: scope or None})
+    """What adopt does, from what is on the port (_preflight.inspect), where each family pid is ({pid: scope or None})
     and whether the watcher runs: (action, why). action: none, adopt (move, neutralise, watch), attach (family pids
     born since the move, outside the scope), watch (the watcher only), or fail."""
     if insp["owner"] is None:
@@ -59,7 +60,7 @@ class SglangAdopt(Base):
             self.fail(why, **result)
         if self.module.check_mode or action == "none":
             self.module.exit_json(msg=why, **dict(result, **self.adopted(insp)))
-        if _switch.current(self.state_dir):
+        if _switch_outcome.current(self.state_dir):
             self.fail("a switch of port %d is in progress: nothing was touched" % port, **result)
         try:
             if action == "adopt":
@@ -90,7 +91,7 @@ class SglangAdopt(Base):
     def look(self, port, name):
         """What serves the port and its family (orphans included), where each member is, whether the watcher runs."""
         run = self.module.run_command
-        insp = _switch.inspect(port, name, tuple(self.params["devices"]), run=run, flags=self.params["redact"])
+        insp = _preflight.inspect(port, name, tuple(self.params["devices"]), run=run, flags=self.params["redact"])
         insp["family"] = [f for f in insp["family"] if f["state"] not in ("Z", "X")]  # a zombie has no cgroup to move
         where = dict((f["pid"], _scope.scope_of(f["pid"])) for f in insp["family"])
         try:
@@ -164,11 +165,7 @@ class SglangAdopt(Base):
 
     def neutralise(self, insp):
         """A shell loop that would start a second copy: SIGKILL to the loop alone, the server untouched."""
-        w = insp["wrapper"]
-        if not w or w["kind"] != "shell loop":
-            return {"note": "no wrapper loop" if not w else "%s left alone (it does not restart the server)" % w["kind"]}
-        sent = _signals.send((w["pid"], w["starttime"]), 9)
-        return {"pid": w["pid"], "signal": "KILL" if sent else "gone before"}
+        return _signals.stop_loop(insp["wrapper"])
 
     # --- watch --------------------------------------------------------------------------------------------
 
@@ -178,7 +175,7 @@ class SglangAdopt(Base):
         timed(run, ["systemctl", "reset-failed", self.watcher], 15)
         identity = (insp["server"]["pid"], insp["server"]["starttime"])
         argv = _scope.watch_argv(sys.executable, self.scope, self.watcher, self.service, identity,
-                                 self.params["drain"], _switch.lock_path(self.state_dir))
+                                 self.params["drain"], _switch_lock.lock_path(self.state_dir))
         rc, out, err = timed(run, argv, 30)
         if rc != 0:
             raise _scope.ScopeError("the family is in %s, but the watcher did not start (rc %d): %s. Stopping the scope "

@@ -14,7 +14,8 @@ import subprocess
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _files, _procfs, _readiness, _record, _selinux, _sglang_args, _switch, _systemd, _unit)
+    _discover, _files, _preflight, _procfs, _readiness, _record, _selinux, _sglang_args, _switch_launch, _switch_lock,
+    _switch_outcome, _systemd, _unit)
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
 
@@ -25,126 +26,200 @@ _FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
 
 
 class SglangSwitch(Base):
-    """Preflight (always; alone in check mode), then the detached switch, waited for."""
+    """Preflight (always; alone in check mode), then the detached switch, waited for.
+
+    run() goes through named phases, in order; each keeps on self what the later ones need, and any of them may
+    end the module (fail_json, or exit_json where there is nothing to switch)."""
 
     def run(self):
+        self.validate()
+        self.probe()
+        self.install()
+        self.look()
+        self.decide()
+        self.vet()
+        self.report_preflight()
+        if self.module.check_mode or self.action == "none":
+            self.answer()
+            return
+        self.launch()
+        self.wait_switch()
+        self.ready()
+        self.record()
+        self.module.exit_json(**self.result)
+
+    def validate(self):
+        """The port and the unit (the module fails on a bad one), the port's state folder, the wait's budget, the
+        unit's command."""
         p = self.params
-        since = time.time()  # a switch of the port that finished after this is this run's too
-        port, name = self.port_and_unit()
-        unit = name + ".service"
-        state_dir = os.path.join(p["state_dir"], str(port))
-        timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
+        self.since = time.time()  # a switch of the port that finished after this is this run's too
+        self.port, self.name = self.port_and_unit()
+        self.unit = self.name + ".service"
+        self.state_dir = os.path.join(p["state_dir"], str(self.port))
+        self.timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
+        self.command = p["command"] or ([p["executable"]] if p["executable"] else [])
+        self.back = p["target"] == "capture"
+
+    def probe(self):
+        """The unit's interpreter asked for SGLang's version, and the installed SGLang's parser for its answer on the
+        server's arguments: both in the background, answering while the host is looked at."""
+        python, server_args, entry = (_sglang_args.interpreter(self.command) if self.params["target"] == "unit"
+                                      else (None, None, None))
+        self.python = python
+        self.asked = self.ask_version(python)
+        self.parsing = _sglang_args.start(python, server_args, entry) if python and server_args is not None else None
+        self.said = []  # the parser's answer, once collected
+
+    def install(self):
+        """The unit installed and enabled, when asked: verified before anything is stopped; nothing written in check
+        mode. A command SGLang refuses is not even installed."""
+        p = self.params
+        self.installed, self.restart = None, p["restart"]
+        if not (p["install"] and p["target"] == "unit"):
+            return
+        if self.parsing and not self.module.check_mode and _sglang_args.command_changes(
+                p["install"]["unit"], os.path.join(p["install"]["unit_dir"], self.unit)):
+            self.said.append(self.parsed(self.python, self.parsing))
+            if self.said[0]:
+                self.fail("preflight failed, nothing was touched: " + self.said[0], action="none", port=self.port,
+                          unit=self.unit, problems=self.said)
+        self.installed = _unit.install(self, dict(p["install"], name=self.name), enabled=True)
+        self.restart = self.restart or self.installed["restart_needed"]  # what the running unit runs changed
+
+    def look(self):
+        """The preflight: what serves the port and what the switch would touch, the unit's state, and the problems
+        that keep the switch from beginning."""
+        p = self.params
         run = self.module.run_command
-        command = p["command"] or ([p["executable"]] if p["executable"] else [])
-        python, server_args, entry = _sglang_args.interpreter(command) if p["target"] == "unit" else (None, None, None)
-        asked = self.ask_version(python)  # answers while we look
-        parsing = _sglang_args.start(python, server_args, entry) if python and server_args is not None else None
-        said = []  # the parser's answer, once collected
-        installed, restart = None, p["restart"]
-        if p["install"] and p["target"] == "unit":  # verified before anything is stopped; nothing written in check mode
-            if parsing and not self.module.check_mode and _sglang_args.command_changes(
-                    p["install"]["unit"], os.path.join(p["install"]["unit_dir"], unit)):
-                said.append(self.parsed(python, parsing))  # a command SGLang refuses is not even installed
-                if said[0]:
-                    self.fail("preflight failed, nothing was touched: " + said[0], action="none", port=port, unit=unit,
-                              problems=said)
-            installed = _unit.install(self, dict(p["install"], name=name), enabled=True)
-            restart = restart or installed["restart_needed"]  # what the running unit runs changed
-        t = time.monotonic()
-        insp = _switch.inspect(port, name, tuple(p["devices"]), run=run, flags=p["redact"])
-        state = _systemd.show(run, unit)
-        problems = list(insp["problems"])
+        self.look_began = time.monotonic()
+        insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), run=run, flags=p["redact"])
+        state = _systemd.show(run, self.unit)
+        problems = self.problems = list(insp["problems"])
         if insp["strays"] and not p["release_strays"]:
             problems.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the "
                             "switch to release them" % (insp["gpus"], "; ".join(
                                 "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
                                 for s in insp["strays"])))
-        back = p["target"] == "capture"
-        if back and not os.path.exists(os.path.join(state_dir, "capture.json")):
-            problems.append("there is no capture in %s: nothing to go back to" % state_dir)
-        if state.get("LoadState") != "loaded" and not self.module.check_mode and not back:
-            problems.append("%s is not installed (LoadState %s)" % (unit, state.get("LoadState")))
-        active = state.get("ActiveState")
-        joining = _switch.current(state_dir)  # a switch of the port in progress: this run reports it
-        if joining:
-            action = "join"
-        elif back:
-            action = "none" if insp["owner"] == "adhoc" else "rollback"
-        elif insp["owner"] == "adhoc":
-            action = "switch"
-        elif insp["owner"] == "unit":
-            action = "restart" if restart else "none"
-        elif active in ("active", "activating", "reloading") and not restart:
-            action = "none"  # loading: nothing listens yet
+        if self.back and not os.path.exists(os.path.join(self.state_dir, "capture.json")):
+            problems.append("there is no capture in %s: nothing to go back to" % self.state_dir)
+        if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back:
+            problems.append("%s is not installed (LoadState %s)" % (self.unit, state.get("LoadState")))
+        self.active = state.get("ActiveState")
+
+    def decide(self):
+        """The action: join (a switch of the port in progress: this run reports it), rollback, switch, restart,
+        start, or none."""
+        owner = self.insp["owner"]
+        self.joining = _switch_outcome.current(self.state_dir)
+        if self.joining:
+            self.action = "join"
+        elif self.back:
+            self.action = "none" if owner == "adhoc" else "rollback"
+        elif owner == "adhoc":
+            self.action = "switch"
+        elif owner == "unit":
+            self.action = "restart" if self.restart else "none"
+        elif self.active in ("active", "activating", "reloading") and not self.restart:
+            self.action = "none"  # loading: nothing listens yet
         else:
-            action = "start"
-        version = None
-        if action not in ("none", "join"):  # the answers count only when the unit is about to run
-            version, why = self.sglang_version(p["executable"] or python, asked)
-            problems += why
-            if parsing and not why:  # the installed SGLang parses them: a bad flag stops here
-                said = said or [self.parsed(python, parsing)]
-                problems += [x for x in said if x]
+            self.action = "start"
+
+    def vet(self):
+        """Where the unit is about to run: SGLang's version, its answer on the server's arguments and the SELinux
+        label of the unit's executable, each a problem when wrong. Otherwise the questions asked are ended."""
+        p = self.params
+        self.version = self.selinux_decision = None
+        if self.action not in ("none", "join"):  # the answers count only when the unit is about to run
+            self.version, why = self.sglang_version(p["executable"] or self.python, self.asked)
+            self.problems += why
+            if self.parsing and not why:  # the installed SGLang parses them: a bad flag stops here
+                self.said = self.said or [self.parsed(self.python, self.parsing)]
+                self.problems += [x for x in self.said if x]
         else:
-            for proc in (asked, parsing):
+            for proc in (self.asked, self.parsing):
                 if proc and not isinstance(proc, str) and proc.poll() is None:
                     proc.kill()
                     proc.communicate()
-        selinux = None
-        if p["target"] == "unit" and command and action not in ("none", "join"):
-            selinux = self.selinux(command[0] if command else None, problems)
-        result = dict(changed=action != "none", action=action, port=port, unit=unit, preflight=insp, sglang_version=version,
-                      unit_state=active, problems=problems, preflight_seconds=round(time.monotonic() - t, 3),
-                      selinux=selinux)
-        if installed:
-            if "diff" in installed:
-                result["diff"] = installed.pop("diff")
-            result.update(installed=installed, changed=result["changed"] or installed["changed"])
-        if problems and action not in ("none", "join"):
-            self.fail("preflight failed, nothing was stopped: " + " | ".join(problems), **result)
-        if self.module.check_mode or action == "none":
-            result["msg"] = {"none": "%s: nothing to switch" % ("the captured command serves port %d" % port if back
-                                                                else "%s serves port %d" % (unit, port)),
-                             "join": "a switch of port %d is in progress" % port}.get(
-                action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
-                    action, len(insp["family"]), insp["gpus"], unit))
-            if action == "none" and not self.module.check_mode:
-                self.late_record(result, state_dir, unit)
-            self.module.exit_json(**result)
-        run_id = joining
-        if action != "join":
-            plan = dict(id="%d-%d" % (int(since), os.getpid()), action=action, target=p["target"], port=port, unit=unit,
-                        unit_name=name, state_dir=state_dir, drain=p["drain"], release_strays=p["release_strays"],
-                        devices=list(p["devices"]), record=self.record_plan(insp, version, installed))
-            try:
-                run_id, argv = _switch.launch(plan, since, run)
-            except Exception as e:  # pylint: disable=broad-except
-                self.fail("could not start the switch, nothing was stopped: %s" % e, **result)
-            if argv:
-                result["launched"] = argv[:4]
-            else:
-                action = result["action"] = "join"
-        result["run_id"] = run_id
+        if p["target"] == "unit" and self.command and self.action not in ("none", "join"):
+            self.selinux_decision = self.selinux(self.command[0] if self.command else None, self.problems)
+
+    def report_preflight(self):
+        """The preflight's result (what the module returns from here on); the module fails on a problem when it
+        would act."""
+        result = self.result = dict(
+            changed=self.action != "none", action=self.action, port=self.port, unit=self.unit, preflight=self.insp,
+            sglang_version=self.version, unit_state=self.active, problems=self.problems,
+            preflight_seconds=round(time.monotonic() - self.look_began, 3), selinux=self.selinux_decision)
+        if self.installed:
+            if "diff" in self.installed:
+                result["diff"] = self.installed.pop("diff")
+            result.update(installed=self.installed, changed=result["changed"] or self.installed["changed"])
+        if self.problems and self.action not in ("none", "join"):
+            self.fail("preflight failed, nothing was stopped: " + " | ".join(self.problems), **result)
+
+    def answer(self):
+        """In check mode, or with nothing to switch: what would be done (or why nothing is), the record a finished
+        switch's run did not keep kept now, and the module's exit."""
+        result, action, port = self.result, self.action, self.port
+        result["msg"] = {"none": "%s: nothing to switch" % ("the captured command serves port %d" % port if self.back
+                                                            else "%s serves port %d" % (self.unit, port)),
+                         "join": "a switch of port %d is in progress" % port}.get(
+            action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
+                action, len(self.insp["family"]), self.insp["gpus"], self.unit))
+        if action == "none" and not self.module.check_mode:
+            self.late_record(result, self.state_dir, self.unit)
+        self.module.exit_json(**result)
+
+    def launch(self):
+        """The switch of the port claimed and its worker started detached; or the switch another run claimed (in
+        progress, or finished since this run began), joined."""
+        p = self.params
+        self.run_id = self.joining
+        if self.action == "join":
+            self.result["run_id"] = self.run_id
+            return
+        plan = dict(id="%d-%d" % (int(self.since), os.getpid()), action=self.action, target=p["target"], port=self.port,
+                    unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
+                    release_strays=p["release_strays"], devices=list(p["devices"]),
+                    record=_record.switch_plan(p["record"], self.insp, self.version, self.installed))
         try:
-            outcome = _switch.wait(state_dir, run_id, timeout)
+            self.run_id, argv = _switch_launch.launch(plan, self.since, self.module.run_command)
+        except Exception as e:  # pylint: disable=broad-except
+            self.fail("could not start the switch, nothing was stopped: %s" % e, **self.result)
+        if argv:
+            self.result["launched"] = argv[:4]
+        else:
+            self.action = self.result["action"] = "join"
+        self.result["run_id"] = self.run_id
+
+    def wait_switch(self):
+        """The switch's outcome, waited for; the module fails with the step it stopped at."""
+        result, action = self.result, self.action
+        try:
+            outcome = self.outcome = _switch_outcome.wait(self.state_dir, self.run_id, self.timeout)
         except TimeoutError as e:
             self.fail(str(e), **result)
-        result.update(run_id=outcome.get("id"), outcome=outcome, steps=outcome.get("steps", []),
-                      downtime=outcome.get("downtime"), started_at=outcome.get("started_at"),
-                      pid_started=outcome.get("pid_started"), elapsed=self.elapsed())
+        result.update(_switch_outcome.summary(outcome), outcome=outcome, elapsed=self.elapsed())
         if action == "join":
-            result["msg"] = "joined the switch %s of port %d in progress" % (outcome.get("id"), port)
+            result["msg"] = "joined the switch %s of port %d in progress" % (outcome.get("id"), self.port)
         if outcome.get("error"):
             self.fail("the switch stopped at %s: %s" % (
                 (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)
         result["msg"] = "%s%s: %s" % (action, " of " + str(outcome.get("id")) if action == "join" else "", ", ".join(
             "%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]) or outcome.get("note", ""))
-        if p["wait"] and outcome.get("started_at"):
-            self.serve(result, outcome, unit, state_dir, back)
-        plan = _files.read_json(_switch.plan_path(state_dir, outcome["id"])) or {}
-        if p["record"] and plan.get("record") and outcome.get("started_at"):
-            self.keep_record(result, outcome, plan["record"], plan.get("target") == "capture", state_dir)
-        self.module.exit_json(**result)
+
+    def ready(self):
+        """When asked, what the switch started waited for until it serves."""
+        if self.params["wait"] and self.outcome.get("started_at"):
+            self.serve(self.result, self.outcome, self.unit, self.state_dir, self.back)
+
+    def record(self):
+        """When asked, the record kept from the switch's plan (by this run, unless another that reports the same
+        switch kept it first)."""
+        outcome = self.outcome
+        plan = _files.read_json(_switch_outcome.plan_path(self.state_dir, outcome["id"])) or {}
+        if self.params["record"] and plan.get("record") and outcome.get("started_at"):
+            self.keep_record(self.result, outcome, plan["record"], plan.get("target") == "capture", self.state_dir)
 
     def selinux(self, executable, problems):
         """On an enforcing host, the unit's executable labelled so systemd may run it (semanage and restorecon; not
@@ -159,30 +234,16 @@ class SglangSwitch(Base):
                 problems.append("%s; %s" % (decision["msg"], why))
         return decision
 
-    def record_plan(self, insp, version, installed):
-        """What the record takes from this run, kept with the plan: whichever run finds the switch finished
-        first keeps the record from it (this one, one that joined it, or a rerun after an interruption)."""
-        given = self.params["record"]
-        if not given:
-            return None
-        rec = dict(dir=given["dir"], data=given["data"], family=[x["pid"] for x in insp["family"]],
-                   gpus=insp.get("gpus"), sglang_version=version, installed=None)
-        if installed:
-            rec["installed"] = dict((k, installed[k]) for k in ("seconds", "unit_path", "checksum", "environment_names"))
-        return rec
-
     def late_record(self, result, state_dir, unit):
         """A finished switch whose record was never kept (its controller was interrupted): keep it now, with the
         switch's own timings and, for the unit, the load systemd saw (start to active: the gate passed)."""
-        outcome = _files.read_json(os.path.join(state_dir, _switch.OUTCOME)) or {}
-        plan = _files.read_json(_switch.plan_path(state_dir, outcome.get("id"))) or {}
+        outcome = _files.read_json(_switch_outcome.outcome_path(state_dir)) or {}
+        plan = _files.read_json(_switch_outcome.plan_path(state_dir, outcome.get("id"))) or {}
         if not (self.params["record"] and plan.get("record") and outcome.get("finished") and not outcome.get("error")
                 and outcome.get("started_at") and "recorded" not in outcome):
             return
         back = plan.get("target") == "capture"
-        result.update(run_id=outcome["id"], steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
-                      started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"),
-                      elapsed=outcome.get("seconds"))
+        result.update(_switch_outcome.summary(outcome), elapsed=outcome.get("seconds"))
         load = None
         if not back:
             keys = ("ExecMainStartTimestampMonotonic", "ActiveEnterTimestampMonotonic")
@@ -237,30 +298,9 @@ class SglangSwitch(Base):
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
 
     def keep_record(self, result, outcome, given, back, state_dir, load=None):
-        """The record: what the switch's run gave (given: record_plan's), completed with what the switch and the
-        wait found (load: the load time where no wait of this run saw it); written where given["dir"] says, by one
-        run only (nothing in check mode)."""
-        rec = dict(given["data"], time=outcome.get("began"))
-        if back:
-            rec.update(action="rollback", rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
-                       pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"))
-        else:
-            old = dict(rec.get("old") or {}, family=given["family"])
-            downtime, load = result.get("downtime"), result.get("ready_after", load)
-            stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
-            installed = given.get("installed")
-            if installed and stages["switch"] is not None:
-                stages["unit"] = installed["seconds"]
-                stages["switch"] = round(stages["switch"] - installed["seconds"], 3)
-            if installed:
-                rec.update(unit_path=installed["unit_path"], unit_checksum=installed["checksum"],
-                           environment_names=installed["environment_names"])
-            if result.get("wait_seconds") is not None:
-                stages["verify"] = result["wait_seconds"]
-            rec.update(action=outcome.get("action"), old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
-                       load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
-                       model=result.get("model"), generated=bool(result.get("generated")),
-                       sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages)
+        """The record (_record.switch_record: given is the switch's plan's, load the load time where no wait of this
+        run saw it), written where given["dir"] says, by one run only (nothing in check mode)."""
+        rec = _record.switch_record(given, outcome, result, back, load)
         try:
             files = _record.files(given["dir"], "rollback" if back else "cutover", rec) if given["dir"] else []
             result["report"] = _record.report(rec)
@@ -268,7 +308,7 @@ class SglangSwitch(Base):
             self.failed(str(e), result)
         result["record"] = rec
         result["record_written"] = []
-        claim = _switch.RecordClaim(state_dir, outcome.get("id"))
+        claim = _switch_lock.RecordClaim(state_dir, outcome.get("id"))
         with claim as mine:
             if not mine:  # another run that reported this switch kept it
                 return

@@ -34,6 +34,47 @@ def files(folder, kind, record):
     return [File(os.path.join(folder, name), text, 0o640, 0, 0, dir_mode=0o700) for name, text in texts]
 
 
+def switch_plan(given, insp, version, installed):
+    """What the record of a switch takes from the run that starts it (given: the module's record option, insp: the
+    preflight's, installed: the unit's install), kept with the switch's plan: whichever run finds the switch finished
+    first keeps the record from it (that run, one that joined it, or a rerun after an interruption). None when no
+    record is asked for."""
+    if not given:
+        return None
+    rec = dict(dir=given["dir"], data=given["data"], family=[x["pid"] for x in insp["family"]],
+               gpus=insp.get("gpus"), sglang_version=version, installed=None)
+    if installed:
+        rec["installed"] = dict((k, installed[k]) for k in ("seconds", "unit_path", "checksum", "environment_names"))
+    return rec
+
+
+def switch_record(given, outcome, result, back, load=None):
+    """The record of a switch (back: a rollback): what its run gave (given: switch_plan's), completed with what the
+    switch (outcome) and the wait after it (the module's result) found; load: the load time where no wait saw it."""
+    rec = dict(given["data"], time=outcome.get("began"))
+    if back:
+        rec.update(action="rollback", rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
+                   pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"))
+        return rec
+    old = dict(rec.get("old") or {}, family=given["family"])
+    downtime, load = result.get("downtime"), result.get("ready_after", load)
+    stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
+    installed = given.get("installed")
+    if installed and stages["switch"] is not None:
+        stages["unit"] = installed["seconds"]
+        stages["switch"] = round(stages["switch"] - installed["seconds"], 3)
+    if installed:
+        rec.update(unit_path=installed["unit_path"], unit_checksum=installed["checksum"],
+                   environment_names=installed["environment_names"])
+    if result.get("wait_seconds") is not None:
+        stages["verify"] = result["wait_seconds"]
+    rec.update(action=outcome.get("action"), old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
+               load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
+               model=result.get("model"), generated=bool(result.get("generated")),
+               sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages)
+    return rec
+
+
 def _steps(steps):
     return ", ".join("%s %s s" % (s.get("step"), s.get("seconds")) for s in steps or []) or "none"
 

@@ -139,3 +139,12 @@ def stop(targets, roots=None, sig=signal.SIGTERM, escalate=signal.SIGKILL, grace
         result.stuck = [pid for pid in result.remaining if _procfs.state(pid) == "D"]
     result.elapsed = round(time.monotonic() - t0, 3)
     return result
+
+
+def stop_loop(wrapper):
+    """A wrapper of the server (the preflight's, with its start time) that is a shell loop would start a second
+    copy: SIGKILL to the loop alone, the server untouched. Anything else is left alone. Returns what was done."""
+    if not wrapper or wrapper["kind"] != "shell loop":
+        return {"note": "no wrapper loop" if not wrapper else "%s left alone (it does not restart the server)" % wrapper["kind"]}
+    sent = send((wrapper["pid"], wrapper["starttime"]), 9)
+    return {"pid": wrapper["pid"], "signal": "KILL" if sent else "gone before"}

@@ -1,5 +1,5 @@
 """sglang_switch's wait and record, after the switch: against the SGLang double on loopback (the captured command
-started again), a process that dies, and the record it keeps. The detached switch itself is test_switch.py's."""
+started again), a process that dies, and the record it keeps. The detached switch itself is test_switch_worker.py's."""
 import json
 import socket
 import subprocess
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _switch
+from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _switch_outcome
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
 from tests.unit.conftest import free_port
 from .conftest import Failed, FakeModule, installed_double, server_cmd, wait_listening
@@ -31,7 +31,7 @@ STEPS = [{"step": "stop server", "seconds": 0.2}, {"step": "start captured comma
 def finished(state_dir, **outcome):
     """The outcome file of a finished switch r1, as its worker leaves it."""
     outcome = dict(dict(id="r1", finished=True, error=None), **outcome)
-    _switch.write_json(str(state_dir / "switch.json"), outcome)
+    _switch_outcome.write_json(str(state_dir / "switch.json"), outcome)
     return outcome
 
 
@@ -107,7 +107,7 @@ def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(t
         kept.append(result["record_written"])
     assert [len(k) for k in kept] == [3, 0, 0]
     assert json.loads((tmp_path / "rec" / "last.json").read_text())["host"] == "h"  # the switch's run's data
-    assert sorted(_switch.read_json(str(tmp_path / "switch.json"))["recorded"]["files"]) == sorted(kept[0])
+    assert sorted(_files.read_json(str(tmp_path / "switch.json"))["recorded"]["files"]) == sorted(kept[0])
 
 
 class Host(Module):
@@ -175,7 +175,7 @@ def test_a_rerun_keeps_the_record_its_interrupted_run_did_not(tmp_path):
     switch's record from its plan and outcome (the load from systemd's times), once."""
     rec = dict(dir=str(tmp_path / "rec"), data={"host": "h", "port": 30000}, family=[7, 8], gpus=[0, 1],
                sglang_version="0.5.23", installed=None)
-    _switch.write_json(str(tmp_path / "switch-plan-r1.json"), dict(id="r1", target="unit", record=rec))
+    _switch_outcome.write_json(str(tmp_path / "switch-plan-r1.json"), dict(id="r1", target="unit", record=rec))
     steps = [{"step": "stop server", "seconds": 3.1}, {"step": "start unit", "seconds": 0.02}]
     finished(tmp_path, action="switch", began=1796058514.5, seconds=3.3, steps=steps, downtime=3.2,
              started_at=1796058517.8)

@@ -195,14 +195,14 @@ def test_memory_back_of_processes_that_held_no_memory_is_at_once(smi_readings):
 
 
 def test_the_switch_release_waits_for_the_memory_too(run, devices, tmp_path, lagging_smi):
-    from ansible_collections.inferops.sglang.plugins.module_utils import _switch
+    from ansible_collections.inferops.sglang.plugins.module_utils import _switch_worker
 
     holder = run(programs.HOLDER, str(devices / "nvidia0"))[0]
     d = lagging_smi(holder.pid, 3)
     plan = dict(id="m", action="start", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(tmp_path),
                 drain=1.0, release_strays=False, devices=globs(devices))
     before = {"family": [{"pid": holder.pid, "starttime": _procfs.starttime(holder.pid)}], "strays": [], "gpus": [0]}
-    detail = _switch.Worker(plan, run=run_command).release(before)
+    detail = _switch_worker.Worker(plan, run=run_command).release(before)
     assert detail["released"] == [holder.pid] and holder.poll() is not None
     assert int((d / "gone").read_text()) >= 4, "returned before memory.used dropped"
     assert detail["memory_back"] is True and detail["memory_used_mib"] == {0: 20015}
