@@ -37,10 +37,10 @@ def run_command(argv):
     return p.returncode, p.stdout, p.stderr
 
 
-<<<<<<< HEAD
 def globs(devices):
     return [str(devices / "nvidia*"), str(devices / "nvidia-caps" / "*")]
-=======
+
+
 class Systemctl:
     """Runs every command for real except systemctl (systemd is not PID 1 on this machine; the molecule
     scenarios run the switch against a real one). Records what the switch asked of it."""
@@ -53,7 +53,6 @@ class Systemctl:
             self.calls.append(argv[argv.index("systemctl"):])
             return 0, "0\n" if "--property=MainPID" in argv else "", ""
         return run_command(argv)
->>>>>>> switch
 
 
 @pytest.fixture
