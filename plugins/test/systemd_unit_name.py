@@ -11,14 +11,13 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.six import string_types
 from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME
 
 
 def systemd_unit_name(name):
     """A service's name as the roles and the modules take it: no .service, an optional @instance (the modules'
     own check, module_utils' UNIT_NAME)."""
-    return isinstance(name, string_types) and bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
+    return isinstance(name, str) and bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
 
 
 class TestModule(object):
