@@ -54,14 +54,14 @@ QUESTIONS = {
 }
 
 TEMPLATES = {
-    # template: (description, role options asked, extra questions)
+    # template: (description, the cutover role's entry point it runs, its options asked, extra questions)
     "cutover": ("Move each host's hand-launched SGLang server into its systemd unit.",
-                None, PLAY),
+                "main", None, PLAY),
     "rollback": ("Back from the service to the captured command and the venv as it was.",
-                 ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_drain_sec",
-                  "cutover_timeout_start_sec"], []),
+                 "rollback_playbook", ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_drain_sec",
+                                       "cutover_timeout_start_sec"], []),
     "status": ("Read-only status of each host's SGLang server.",
-               ["cutover_port", "cutover_unit_name", "cutover_state_dir"], []),
+               "status", ["cutover_port", "cutover_unit_name", "cutover_state_dir"], []),
 }
 
 KINDS = {"str": "text", "path": "text", "raw": "text", "int": "integer", "float": "float"}
@@ -73,8 +73,13 @@ def _text(x):
 
 
 def options():
+    """The cutover role's options: its main entry point's."""
+    return entry_options("main")
+
+
+def entry_options(entry):
     spec = yaml.safe_load((ROOT / "roles" / "cutover" / "meta" / "argument_specs.yml").read_text())
-    return spec["argument_specs"]["main"]["options"]
+    return spec["argument_specs"][entry]["options"]
 
 
 def askable(opt):
@@ -97,9 +102,9 @@ def question(name, opt):
 
 
 def surveys():
-    opts = options()
     out = {}
-    for name, (description, wanted, extra) in TEMPLATES.items():
+    for name, (description, entry, wanted, extra) in TEMPLATES.items():
+        opts = options() if entry == "main" else entry_options(entry)
         names = wanted if wanted is not None else [n for n, o in opts.items() if askable(o)]
         spec = [question(n, opts[n]) for n in names]
         spec += [dict(q, required=False) for q in extra]

@@ -36,3 +36,43 @@ def test_public_variables_carry_the_prefix(role):
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
 def test_readme_is_generated_from_the_specs(role):
     assert (role / "README.md").read_text() == render(role), "run `make readmes`"
+
+
+# The cutover role: each stage is a task file named for it (STAGE.yml, STAGE_PART.yml), whose tasks' names start with
+# the stage (docs/cutover.md); an entry point's file is named for the entry point.
+CUTOVER = ROLES[[r.name for r in ROLES].index("cutover")]
+STAGES = {"discover": "Discover", "adopt": "Adopt", "prepare": "Prepare", "preflight": "Preflight", "switch": "Switch",
+          "adopt_in_place": "Adopt in place", "wait_and_verify": "Wait and verify", "record": "Record",
+          "rollback": "Rollback", "rollback_playbook": "Rollback on purpose", "status": "Status"}
+
+
+def tasks(items):
+    for t in items or []:
+        yield t
+        for key in ("block", "rescue", "always"):
+            yield from tasks(t.get(key))
+
+
+def task_files():
+    return sorted(p for p in (CUTOVER / "tasks").glob("*.yml") if p.stem != "main")
+
+
+@pytest.mark.parametrize("path", task_files(), ids=lambda p: p.name)
+def test_a_cutover_task_file_holds_tasks_of_the_stage_it_is_named_for(path):
+    stage = STAGES[max((k for k in STAGES if path.stem == k or path.stem.startswith(k + "_")), key=len)]
+    names = [t["name"] for t in tasks(load(path))]
+    assert names and [n for n in names if not (n == stage or n.startswith(stage + " - "))] == []
+
+
+def test_the_cutover_s_facts_are_set_once_and_its_registered_results_carry_one_prefix():
+    set_in, registered = {}, []
+    for path in sorted((CUTOVER / "tasks").glob("*.yml")):
+        for t in tasks(load(path)):
+            for name in t.get("ansible.builtin.set_fact", {}):
+                set_in.setdefault(name, []).append(path.name)
+            if "register" in t:
+                registered.append(t["register"])
+    assert all(n.startswith("_cutover_") for n in set_in) and all(len(v) == 1 for v in set_in.values()), set_in
+    assert registered and all(n.startswith("__cutover_") for n in registered), registered
+    internal = (CUTOVER / "vars" / "main.yml").read_text()
+    assert "__cutover_" not in internal and not [n for n in set_in if n in internal]  # vars/: the inputs' alone
