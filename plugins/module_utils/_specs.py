@@ -66,8 +66,13 @@ def check_port(port, fail):
     return port
 
 
+def is_unit_name(name):
+    """Whether name is a service's name as the modules and the roles take it: no .service, an optional @instance."""
+    return bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
+
+
 def check_unit_name(name, option, fail):
     """name (given as option), or fail(message) when it is not a service's name without .service."""
-    if not re.match(UNIT_NAME, name) or name.endswith(".service"):
+    if not is_unit_name(name):
         fail("%s %r: give the service's name without .service, of letters, digits and _ . : -" % (option, name))
     return name

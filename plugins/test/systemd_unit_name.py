@@ -9,15 +9,13 @@ __metaclass__ = type
 
 # Documented in systemd_unit_name.yml beside this file.
 
-import re
-
-from ansible_collections.inferops.sglang.plugins.module_utils._base import UNIT_NAME
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import is_unit_name
 
 
 def systemd_unit_name(name):
     """A service's name as the roles and the modules take it: no .service, an optional @instance (the modules'
-    own check, module_utils' UNIT_NAME)."""
-    return isinstance(name, str) and bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
+    own check)."""
+    return isinstance(name, str) and is_unit_name(name)
 
 
 class TestModule(object):

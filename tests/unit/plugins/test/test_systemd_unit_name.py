@@ -1,9 +1,7 @@
 """The roles' unit-name test is the modules' own check: the same pattern, the .service suffix refused."""
-import re
-
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _base
+from ansible_collections.inferops.sglang.plugins.module_utils import _specs
 from ansible_collections.inferops.sglang.plugins.test import systemd_unit_name as plugin
 from ansible_collections.inferops.sglang.plugins.test.systemd_unit_name import systemd_unit_name
 
@@ -21,5 +19,10 @@ def test_names_the_modules_refuse(name):
 
 def test_one_pattern_for_roles_and_modules():
     assert plugin.TestModule().tests() == {"systemd_unit_name": systemd_unit_name}
+    answers = {}
     for name in ["sglang-30000", "x@y", "x.service", "-x", "a@b@c"]:
-        assert systemd_unit_name(name) == (bool(re.match(_base.UNIT_NAME, name)) and not name.endswith(".service"))
+        refused = []
+        _specs.check_unit_name(name, "unit", refused.append)
+        answers[name] = not refused
+        assert systemd_unit_name(name) == answers[name], name
+    assert list(answers.values()) == [True, True, False, False, False]
