@@ -1,5 +1,5 @@
-"""Checks on a test-bed host that several scenarios make. Import after tests/conftest.py put this folder on
-sys.path."""
+"""Checks on a test-bed host that several scenarios make. This folder is on the verifier's path (PYTHONPATH in
+.config/molecule/config.yml): `from serving import ...`."""
 
 UNIT = "sglang-30000.service"
 

@@ -1,5 +1,6 @@
 """`@pytest.mark.hosts("messy")`: the test runs on those hosts of the scenario only (testinfra otherwise runs
-every test on every host). Imported by a scenario's tests/conftest.py."""
+every test on every host). A pytest plugin of every scenario's verifier (PYTEST_PLUGINS in
+.config/molecule/config.yml)."""
 
 
 def pytest_configure(config):

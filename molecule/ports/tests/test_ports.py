@@ -1,11 +1,8 @@
 """Two servers on one host, cut over in one run through cutover_ports: each serves from its own unit with its own
 settings and record, and the second switch began only once the first unit was ready."""
 import json
-import sys
-import os
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared"))
-from serving import serves_from_its_unit  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from serving import serves_from_its_unit  # pylint: disable=import-error
 
 
 def monotonic(host, unit, prop):

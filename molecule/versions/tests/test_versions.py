@@ -4,14 +4,11 @@ runs the same entry point under the unit. Where a scheduler was SIGKILLed while 
 command serves again and the record says why."""
 import json
 import os
-import sys
 import time
 
 import pytest
 import yaml
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared"))
-from serving import UNIT, serves_from_its_unit  # noqa: E402  pylint: disable=wrong-import-position
+from serving import UNIT, serves_from_its_unit  # pylint: disable=import-error
 
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_DIRECTORY", os.path.dirname(os.path.dirname(__file__)))
 V = yaml.safe_load(open(os.path.join(SCENARIO, "vars", "scenario.yml")))
