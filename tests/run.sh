@@ -41,7 +41,7 @@ lane() {
 bridge_pinned() {
   # Scenarios reach their containers over podman's bridge. Left alone, a Linux bridge takes the lowest MAC of its
   # ports, so a container started or removed in one lane could change it under the other lane's running
-  # containers, whose neighbour entry of the host went wrong ("Data could not be sent", twice in CI). A container
+  # containers, leaving the host a stale neighbour entry for them (Ansible: "Data could not be sent"). A container
   # kept for the whole stage keeps the bridge up, and its MAC is set once (a set MAC is never recalculated).
   podman rm -f inferops-bridge >/dev/null 2>&1
   podman run -d --name inferops-bridge --ip 10.88.199.1 "$INFEROPS_TESTBED_BASE" sleep infinity >/dev/null || return 1
