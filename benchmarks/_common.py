@@ -75,6 +75,19 @@ def table(title, header, rows):
         print(line(r))
 
 
+def page(out, name, title, header, body, lines):
+    """Print the lines; write out/NAME.md: the title, the date, the table, the lines and the chart out/NAME.png."""
+    print("\n".join(lines))
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / (name + ".md"), "w") as f:
+        f.write("# %s\n\n" % title)
+        f.write("Measured by `make bench-%s` on %s.\n\n" % (name, time.strftime("%Y-%m-%d")))
+        f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+        for row in body:
+            f.write("| " + " | ".join(row) + " |\n")
+        f.write("\n" + "\n".join("- " + line for line in lines) + "\n\n![chart](%s.png)\n" % name)
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 

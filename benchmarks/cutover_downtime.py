@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import table  # noqa: E402  pylint: disable=wrong-import-position
+from _common import page, table  # noqa: E402  pylint: disable=wrong-import-position
 from _testbed import Testbed  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNS = int(os.environ.get("RUNS", "3"))
@@ -184,15 +184,7 @@ def main():
         "adopt in place: %d failed probes of %d at 50 ms (goal 0), longest gap between ready answers %.2f s, wall %.1f s"
         % (adopt["failed"], adopt["probes"], adopt["gap"], adopt["wall"]),
     ]
-    print("\n".join(lines))
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "cutover.md", "w") as f:
-        f.write("# %s\n\n" % title)
-        f.write("Measured by `make bench-cutover` on %s.\n\n" % time.strftime("%Y-%m-%d"))
-        f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
-        for row in body:
-            f.write("| " + " | ".join(row) + " |\n")
-        f.write("\n" + "\n".join("- " + line for line in lines) + "\n\n![chart](cutover.png)\n")
+    page(OUT, "cutover", title, header, body, lines)
     chart(rows, OUT / "cutover.png")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / ".cache" / "collections"))
-from _common import table  # noqa: E402  pylint: disable=wrong-import-position
+from _common import page, table  # noqa: E402  pylint: disable=wrong-import-position
 from _testbed import Testbed  # noqa: E402  pylint: disable=wrong-import-position
 from cutover_downtime import PROBE  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.inferops.sglang.plugins.module_utils import _pagecache  # noqa: E402  pylint: disable=wrong-import-position
@@ -159,15 +159,7 @@ def main():
         % (rows["off"]["gap"], rows["auto"]["gap"], rows["off"]["gap"] - rows["auto"]["gap"], rows["auto"]["prewarm"]),
         "the record says: %s" % runs["auto"][-1]["summary"],
     ]
-    print("\n".join(lines))
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "prewarm.md", "w") as f:
-        f.write("# %s\n\n" % title)
-        f.write("Measured by `make bench-prewarm` on %s.\n\n" % time.strftime("%Y-%m-%d"))
-        f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
-        for row in body:
-            f.write("| " + " | ".join(row) + " |\n")
-        f.write("\n" + "\n".join("- " + line for line in lines) + "\n\n![chart](prewarm.png)\n")
+    page(OUT, "prewarm", title, header, body, lines)
     chart(rows, OUT / "prewarm.png")
 
 
