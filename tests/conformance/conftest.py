@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from tests.conformance.realwheel import RealWheel
 from tests.conformance.versions import ROOT, VERSIONS, wheel_path
+from tests import helpers
 from tests.helpers import free_port
 
 DOUBLE = ROOT / "tests" / "sglang_double"
@@ -57,13 +57,7 @@ def get(port, path, key=None):
 
 
 def wait_for(cond, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met within %.0f s" % timeout)
+    return helpers.wait_for(cond, timeout, 0.02)
 
 
 def stat(pid):

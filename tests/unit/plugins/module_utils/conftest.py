@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._command import run_command
 from tests.unit.conftest import ROOT, free_port, wait_for
 
 DOUBLE = str(ROOT / "tests" / "sglang_double")
@@ -29,12 +30,6 @@ def run(spawn, tmp_path):
         return p, json.loads(ready.read_text())
 
     return start
-
-
-def run_command(argv):
-    """What AnsibleModule.run_command gives the module_utils: (rc, stdout, stderr)."""
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    return p.returncode, p.stdout, p.stderr
 
 
 def globs(devices):
