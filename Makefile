@@ -2,11 +2,23 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: build test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys
+.PHONY: build release test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys gpu-bundle
 
-# The collection's tarball, inferops-sglang-VERSION.tar.gz, here (what `ansible-galaxy collection install` takes).
+# The collection's tarball, inferops-sglang-VERSION.tar.gz, in DIST (here unless given): what `ansible-galaxy
+# collection install` takes. It needs ansible-core only: the ansible-galaxy on PATH, else one in a venv with
+# ansible-core alone (BUILD_VENV, made once with the python3 on PATH).
+DIST ?= .
+BUILD_VENV ?= .cache/build-venv
 build:
-	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && ansible-galaxy collection build --force
+	@galaxy=$$(command -v ansible-galaxy) || { galaxy=$(BUILD_VENV)/bin/ansible-galaxy; [ -x "$$galaxy" ] || \
+	  { echo "no ansible-galaxy on PATH: a venv with ansible-core in $(BUILD_VENV)" >&2; \
+	    python3 -m venv $(BUILD_VENV) && $(BUILD_VENV)/bin/python -m pip install -q 'ansible-core>=2.16' >&2; } || exit 1; }; \
+	"$$galaxy" collection build --force --output-path "$(DIST)"
+
+# make release VERSION=X.Y.Z [DATE=YYYY-MM-DD]: the changelog's fragments released as X.Y.Z (antsibull-changelog),
+# CHANGELOG.rst regenerated, galaxy.yml and every tarball or image name set to X.Y.Z (tests/tools/release.py).
+release:
+	bash tests/setup.sh >/dev/null && .venv/bin/python tests/tools/release.py "$(VERSION)" $(if $(DATE),--date "$(DATE)")
 
 test:
 	bash tests/run.sh
@@ -29,7 +41,7 @@ bench-readiness bench-count:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python benchmarks/$(subst bench-count,process_count_scale,$(subst bench-readiness,readiness_lag,$@)).py
 
-# The cutover's downtime and wall time against the seeds' procedure (RUNS=3 LOAD=10); docs/benchmarks/.
+# The cutover's downtime and wall time against a stock hand cutover (RUNS=3 LOAD=10); docs/benchmarks/.
 bench-cutover:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && \
 	  python -m pip install --quiet -r benchmarks/requirements.txt && python benchmarks/cutover_downtime.py
@@ -49,3 +61,7 @@ readmes:
 # AWX job templates' surveys are generated from the cutover role's meta/argument_specs.yml (a unit test checks them).
 surveys:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python awx/generate_surveys.py
+
+# What a device call carries to run the real SGLang 0.5.15 on an H200 (tests/gpu/real/README.md), cached in .cache/gpu-real/.
+gpu-bundle:
+	python3 tests/gpu/real/bundle.py $(PARTS)

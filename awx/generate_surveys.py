@@ -46,11 +46,13 @@ QUESTIONS = {
     "cutover_prewarm_margin_gib": "How many GiB of available memory must the warm leave free?",
     "cutover_timeout_start_sec": "How many seconds may the model take to load?",
     "cutover_boot_launchers": "What happens to @reboot and rc.local lines that start the server?",
+    "cutover_existing_units": "What happens to other systemd units that could serve the port (replace them, or refuse)?",
     "cutover_nccl_profile": "Which NCCL profile should the venv get?",
     "cutover_bench": "Should a throughput benchmark gate the cutover?",
     "cutover_bench_max_slowdown_pct": "How much slower (percent) may the service be than the old server?",
     "cutover_hook_before_stop": "Which task file takes the host out of the load balancer?",
     "cutover_hook_after_serving": "Which task file puts the host back into the load balancer?",
+    "cutover_metrics_dir": "Which folder does the Prometheus node exporter's textfile collector read (blank: no metrics file)?",
 }
 
 TEMPLATES = {
@@ -58,10 +60,10 @@ TEMPLATES = {
     "cutover": ("Move each host's hand-launched SGLang server into its systemd unit.",
                 "main", None, PLAY),
     "rollback": ("Back from the service to the captured command and the venv as it was.",
-                 "rollback_playbook", ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_drain_sec",
-                                       "cutover_timeout_start_sec"], []),
+                 "rollback_on_purpose", ["cutover_port", "cutover_unit_name", "cutover_state_dir",
+                                         "cutover_drain_sec", "cutover_timeout_start_sec", "cutover_metrics_dir"], []),
     "status": ("Read-only status of each host's SGLang server.",
-               "status", ["cutover_port", "cutover_unit_name", "cutover_state_dir"], []),
+               "status", ["cutover_port", "cutover_unit_name", "cutover_state_dir", "cutover_metrics_dir"], []),
 }
 
 KINDS = {"str": "text", "path": "text", "raw": "text", "int": "integer", "float": "float"}
@@ -69,7 +71,7 @@ KINDS = {"str": "text", "path": "text", "raw": "text", "int": "integer", "float"
 
 def _text(x):
     text = " ".join(x) if isinstance(x, list) else str(x or "")
-    return re.sub(r"\b[CVOIPM]\(([^)]*)\)", r"\1", text)
+    return re.sub(r"\b[CVOIPM]\(([^)#]*)(?:#[a-z_]+)?\)", r"\1", text)  # P(FQCN#type): the FQCN
 
 
 def options():

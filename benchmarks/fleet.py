@@ -59,10 +59,11 @@ def main():
     per_container = (serving - before) / len(BED.hosts)
     cpu = statistics.median(cpus)
     header = ["hosts", "batches", "fleet wall (s)", "one host alone (s, median of 2)", "batches x one host (s)",
-              "ratio (goal <= 1.25)", "controller CPU: fleet / one host (s)", "memory per container, serving (MiB)"]
+              "ratio", "controller CPU: fleet / one host (s)", "memory per host, serving (MiB)"]
     body = [[str(N), str(batches), "%.1f" % fleet_wall, "%.1f" % single, "%.1f" % (batches * single),
              "%.2f" % ratio, "%.0f / %.1f" % (fleet_cpu, cpu), "%.0f" % per_container]]
-    title = "Fleet cutover: %d hosts, serial 4, against one host alone (double: %s s load + 1 s warm-up)" % (N, LOAD)
+    title = "Fleet cutover: %d hosts, serial 4, against one host alone (stand-in server: %s s load + 1 s warm-up)" % (
+        N, LOAD)
     table(title, header, body)
     OUT.mkdir(parents=True, exist_ok=True)
     with open(OUT / "fleet.md", "w") as f:
@@ -70,8 +71,8 @@ def main():
                 "(forks 8).\n\n" % (title, time.strftime("%Y-%m-%d"), os.cpu_count()))
         f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
         f.write("| " + " | ".join(body[0]) + " |\n\n")
-        f.write("Memory: %.0f MiB used before, %.0f MiB with the %d containers serving (podman stats, one of them: %s).\n"
-                % (before, serving, len(BED.hosts), (stats.splitlines() or ["?"])[0]))
+        f.write("Memory: %.0f MiB used before, %.0f MiB with the %d hosts serving (all on one machine; one of them: %s).\n"
+                % (before, serving, len(BED.hosts), (stats.splitlines() or ["? ?"])[0].split(" ", 1)[-1]))
         f.write("\nThe controller's CPU: ansible-playbook used %.0f s of CPU for the fleet, %.1f s for one host alone, on %d "
                 "cores: at least %.0f s of the fleet's %.0f-s wall time is the controller's own work, which the load "
                 "time L does not hide when L is this short.\n"

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT / ".cache" / "collections"))
 from _common import page, table  # noqa: E402  pylint: disable=wrong-import-position
 from _testbed import Testbed  # noqa: E402  pylint: disable=wrong-import-position
 from cutover_downtime import PROBE  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.inferops.sglang.plugins.module_utils import _pagecache  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (  # noqa: E402  pylint: disable=wrong-import-position
+    pagecache as _pagecache)
 
 RUNS = int(os.environ.get("RUNS", "3"))
 SIZE_GB = float(os.environ.get("SIZE_GB", "2"))
@@ -150,11 +151,12 @@ def main():
     body = [[mode, "%.0f" % (100 * r["cold"]), "%.2f" % r["load"], "%.2f" % r["gap"], "%.2f" % r["prewarm"],
              "%.1f" % r["wall"]] for mode, r in rows.items()]
     title = ("Prewarm, median of %d runs (%.1f GB model in %d files, out of the page cache before each cutover; "
-             "double: reads its model + %s s load + 1 s warm-up)" % (RUNS, SIZE_GB, FILES, LOAD))
+             "a stand-in server: reads its model + %s s load + 1 s warm-up)" % (RUNS, SIZE_GB, FILES, LOAD))
     table(title, header, body)
     ratio = rows["auto"]["load"] / rows["off"]["load"]
     lines = [
-        "load after the switch, auto / off: %.2f (goal <= 0.5)" % ratio,
+        "load after the switch, auto / off: %.2f: warmed before the stop, the new server loads in %.0f %% of the time" % (
+            ratio, 100 * ratio),
         "downtime: %.2f s -> %.2f s (%.2f s less); the prewarm took %.2f s before the stop, while the old server served"
         % (rows["off"]["gap"], rows["auto"]["gap"], rows["off"]["gap"] - rows["auto"]["gap"], rows["auto"]["prewarm"]),
         "the record says: %s" % runs["auto"][-1]["summary"],

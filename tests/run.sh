@@ -14,15 +14,30 @@ stage_unit() {
 }
 stage_lint() {
   # ansible-lint installs the collection into ~/.ansible/collections and keeps it while the version
-  # (0.1.0) stays the same: a copy from an earlier tree would hide new modules. Start from none.
+  # stays the same: a copy from an earlier tree would hide new modules. Start from none.
   rm -rf "$HOME/.ansible/collections/ansible_collections/inferops/sglang"
   ansible-lint --offline || return 1
+  # awx/, as a user lints it once awx/requirements.yml is installed: awx.awx from .cache/collections (tests/setup.sh)
+  (cd awx && ansible-lint --offline) || return 1
   # the changelog: valid fragments, and CHANGELOG.rst is what antsibull-changelog makes of changelog.yaml
   antsibull-changelog lint || return 1
   antsibull-changelog generate --output tests/output/CHANGELOG.rst && diff -u CHANGELOG.rst tests/output/CHANGELOG.rst
 }
 stage_sanity() {
   bash tests/sanity.sh
+}
+stage_checks() {
+  # unit, lint and sanity at once: the unit tests mostly wait on processes and sockets, lint and sanity mostly
+  # compute, so together they take little longer than the longest alone. Each writes its own log.
+  local st pids=() rc=0
+  for st in unit lint sanity; do
+    { t0=$SECONDS; "stage_$st"; r=$?; echo "--- $st: $([ $r -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
+      exit $r; } > "tests/output/stage-$st.log" 2>&1 &
+    pids+=($!)
+  done
+  for st in 0 1 2; do wait "${pids[$st]}" || rc=1; done
+  for st in unit lint sanity; do echo "--- stage $st"; tail -n 60 "tests/output/stage-$st.log"; done
+  return $rc
 }
 lane() {
   # scenarios one after another, stopping at the first that fails
@@ -32,6 +47,7 @@ lane() {
     echo "--- molecule scenario $s"
     if ! molecule test -s "$s" > "tests/output/molecule-$s.log" 2>&1; then
       echo "molecule scenario $s FAILED after $((SECONDS - t0)) s; its log:"; tail -n 150 "tests/output/molecule-$s.log"
+      echo "$s" >> tests/output/molecule-failed
       return 1
     fi
     grep -E '^(=+ .* (passed|failed).* =+|[a-z_]+ +: actions=|platform [a-z0-9]+: )' "tests/output/molecule-$s.log" || true
@@ -50,6 +66,7 @@ bridge_pinned() {
   ip link set dev "$bridge" address 02:00:0a:58:00:01
 }
 stage_molecule() {
+  rm -f tests/output/molecule-failed
   bridge_pinned || { echo "could not pin podman's bridge"; return 1; }
   local rc=0
   molecule_lanes "$@" || rc=1
@@ -58,26 +75,43 @@ stage_molecule() {
 }
 molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
-  # Every scenario, in two lanes at once (the scenarios mostly wait on servers loading). A lane's scenarios
-  # may share container names and SSH ports with each other, never with the other lane's.
-  local one=(modules nccl_env sglang_patches systemd_unit testbed cutover versions platforms inplace) two=() s
+  # Every scenario, in five lanes at once (the scenarios mostly wait on servers loading), balanced by their times
+  # (about 20 minutes the longest lane). A lane's scenarios may share container names and SSH ports with each other,
+  # never with another lane's: the first lane's scenarios all use the default platform `instance`, faults and fleet
+  # both name theirs f1... Scenarios named in no lane run in the last one.
+  local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits"
+               "cutover versions platforms bench" "units security release" "") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
-    [[ " ${one[*]} " == *" $s "* ]] || two+=("$s")
+    [[ " ${lanes[*]} " == *" $s "* ]] || lanes[4]+=" $s"
   done
-  lane "${one[@]}" > tests/output/molecule-lane-1.log 2>&1 &
-  local p1=$!
-  lane "${two[@]}" > tests/output/molecule-lane-2.log 2>&1 &
-  local p2=$!
-  wait $p1; local r1=$?
-  wait $p2; local r2=$?
-  cat tests/output/molecule-lane-1.log tests/output/molecule-lane-2.log
-  [ $r1 -eq 0 ] && [ $r2 -eq 0 ]
+  for i in 0 1 2 3 4; do
+    # shellcheck disable=SC2086
+    lane ${lanes[$i]} > "tests/output/molecule-lane-$((i + 1)).log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1 2 3 4; do wait "${pids[$i]}" || rc=1; done
+  cat tests/output/molecule-lane-{1,2,3,4,5}.log
+  molecule_summary
+  return $rc
+}
+molecule_summary() {
+  # last, where a short tail of the whole run still shows it: each lane's scenarios and times, and what failed
+  local i s
+  echo "--- molecule lanes"
+  for i in 1 2 3 4 5; do
+    echo "lane $i: $(sed -n 's/^--- molecule scenario \(.*: [0-9]* s\)$/\1/p' "tests/output/molecule-lane-$i.log" | paste -sd,)"
+  done
+  [ -f tests/output/molecule-failed ] || return 0
+  while read -r s; do
+    echo "--- molecule scenario $s FAILED; its failures:"
+    grep -E '^(fatal|failed): |^E  |^FAILED |CRITICAL' "tests/output/molecule-$s.log" | cut -c1-400 | tail -n 12
+  done < tests/output/molecule-failed
 }
 
 mkdir -p tests/output
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(setup unit lint sanity molecule)
+[ ${#stages[@]} -gt 0 ] || stages=(setup checks molecule)
 passed=0 failed=0 report=()
 for st in "${stages[@]}"; do
   name=${st%%:*}

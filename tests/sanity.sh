@@ -32,11 +32,12 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 base = "ansible_collections/inferops/sglang/plugins"
-for path in sorted(glob.glob(base + "/modules/*.py") + glob.glob(base + "/module_utils/*.py")):
+for path in sorted(glob.glob(base + "/modules/*.py") + glob.glob(base + "/module_utils/**/*.py", recursive=True)):
     with open(path) as f:
         compile(f.read(), path, "exec")
-mechanisms = [os.path.basename(p)[:-3] for p in glob.glob(base + "/module_utils/_*.py")]
-mechanisms = sorted(m for m in mechanisms if not m.startswith("_manager_") and m != "_base")
+mechanisms = [p[len(base + "/module_utils/"):-3].replace("/", ".")
+              for p in glob.glob(base + "/module_utils/**/*.py", recursive=True)]
+mechanisms = sorted(m for m in mechanisms if not m.startswith("_manager_") and m != "_base" and not m.endswith("__init__"))
 for m in mechanisms:
     importlib.import_module(base.replace("/", ".") + ".module_utils." + m)
 print("Python %d.%d: compiled every plugin, imported %s" % (sys.version_info[:2] + (", ".join(mechanisms),)))

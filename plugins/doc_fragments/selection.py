@@ -41,23 +41,30 @@ options:
     default: 64
   protect:
     description:
-      - More executable names to protect, added to the built-in list V(sshd), V(systemd), V(nvidia-persistenced),
-        V(nv-hostengine), V(dcgm-exporter), V(nvidia-fabricmanager), V(Xorg).
+      - More executable names or shell-style patterns (V(myd-*)) to protect, added to the built-in list of init and
+        the service manager (V(init), V(systemd), V(systemd-*), so V(systemd-journald) and V(systemd-logind)),
+        V(sshd), V(sshd-*), the message bus and logging (V(dbus-daemon), V(dbus-broker*), V(rsyslogd),
+        V(syslog-ng)), container and cluster runtimes (V(containerd), V(containerd-*), V(dockerd),
+        V(docker-proxy), V(runc), V(crun), V(conmon), V(podman), V(crio), V(kubelet), V(kube-proxy)), the NVIDIA
+        daemons (V(nvidia-persistenced), V(nvidia-fabricmanager), V(nv-hostengine), V(nv-fabricmanager),
+        V(dcgm-exporter), V(nvidia-dcgm)) and the display server (V(Xorg), V(Xwayland)).
       - Protection is decided on the basename of the executable and of argv[0] (comm is cut at 15 characters).
     type: list
     elements: str
     default: []
   unprotect:
     description:
-      - Names to take off the protected list, explicitly. A name that is not protected is an error.
+      - Names or patterns to take off the protected list, explicitly, as the list spells them (V(systemd-*)). One
+        that is not on it is an error.
     type: list
     elements: str
     default: []
   redact:
     description:
       - More command-line flags whose value is a secret. C(--api-key), C(--admin-api-key), C(--hf-token),
-        C(--token) and C(--password) values, and C(*_TOKEN=), C(*_KEY=), C(*_SECRET=), C(*_PASSWORD=) assignments
-        are always masked in what the module returns.
+        C(--token) and C(--password) values (and those of any prefix argparse takes for them, C(--api-k)), and
+        assignments to secret-looking names (C(*TOKEN=), C(*_KEY=), C(*_PASS=), C(*_PWD=), C(*PASSWORD*=),
+        C(*PASSWD*=), C(*SECRET*=), C(*CREDENTIAL*=), C(*_AUTH*=)) are always masked in what the module returns.
     type: list
     elements: str
     default: []

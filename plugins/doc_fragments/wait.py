@@ -17,10 +17,18 @@ class ModuleDocFragment(object):
     DOCUMENTATION = r"""
 options:
   api_key:
-    description: Sent as a Bearer token, where the server was started with C(--api-key).
+    description:
+      - Sent as a Bearer token, where the server was started with C(--api-key), on C(/v1/models) and C(/generate)
+        only (C(/ready) and C(/health) are asked without it).
+      - For a server on this host, only on a connection that a process of the server's unit (its cgroup) or of its
+        pid's family accepted, looked at on that very connection (during a model load the port is free, and any
+        local user could bind it). A local server must therefore be given its unit or pid.
     type: str
   generate:
-    description: Send one tiny real request to C(/generate) and check an answer comes back.
+    description:
+      - Send one tiny real request to C(/generate) and check that it generated at least one token
+        (C(meta_info.completion_tokens)). Its text may be empty (a model whose first token ends the sequence); that
+        is a working server.
     type: bool
     default: false
   timeout:

@@ -7,12 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_adopt.yml and cutover_changes.yml beside this file.
+# Documented in cutover_adopt.yml, cutover_changes.yml and redact_argv.yml beside this file.
 
 import os
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 
 # What a login shell adds that says nothing about the server; systemd sets HOME, USER, LOGNAME and SHELL itself.
 SHELL_NOISE = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "LS_COLORS", "MAIL", "LESSOPEN", "LESSCLOSE",
@@ -106,6 +106,13 @@ def cutover_changes(capture, adopted, flags=None):
     return out or ["the unit runs exactly what runs now"]
 
 
+def redact_argv(argv, flags=None):
+    """argv with the values of secret flags (and their argparse prefixes, --api-k) and of secret-looking NAME=value
+    elements masked: what a module that only parses the command (sglang_switch) is given, so that no secret reaches
+    its arguments, the host's log of them, or a job's output."""
+    return Redactor(flags=flags or ()).argv(_strings(argv, "the command"))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes}
+        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes, "redact_argv": redact_argv}

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _record
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import record as _record
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 
 

@@ -8,9 +8,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs, _readiness, _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    family as _family, listeners as _listeners, readiness as _readiness)
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs, systemd as _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
-from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 
 
 class ModelWait(Base):
@@ -18,8 +20,10 @@ class ModelWait(Base):
         p = self.params
         if p["api_key"]:
             self.redact = Redactor(flags=p.get("redact") or (), values=[p["api_key"]])
+        service = p["unit"] if not p["unit"] or "." in p["unit"] else p["unit"] + ".service"
         try:
-            server = _readiness.Server(p["url"], api_key=p["api_key"])
+            server = _readiness.Server(p["url"], api_key=p["api_key"], owner=(
+                lambda sock: _listeners.peer_problem(sock, unit=service, pid=p["pid"])) if service or p["pid"] else None)
         except ValueError as e:
             self.fail(str(e))
         if p["timeout"] <= 0:
@@ -40,10 +44,10 @@ class ModelWait(Base):
             checks.append(watch.problem)
             gates.append(watch.active)
         if p["unit"] or p["pid"]:
-            service = p["unit"] if not p["unit"] or "." in p["unit"] else p["unit"] + ".service"
-            checks.append(_discover.SchedulerWatch(unit=service, pid=p["pid"]).problem)
-            if server.is_local():
-                gates.insert(0, lambda: _discover.listener_problem(server.port, unit=service, pid=p["pid"]))
+            checks.append(_family.SchedulerWatch(unit=service, pid=p["pid"]).problem)
+            if server.is_local():  # another process on the port: the server cannot bind it, the wait fails at once
+                checks.append(lambda: _listeners.squatter(server.host, server.port, unit=service, pid=p["pid"]))
+                gates.insert(0, lambda: _listeners.listener_problem(server.port, unit=service, pid=p["pid"]))
         try:
             res = _readiness.wait(server, timeout=p["timeout"], ready=p["ready"], models=p["models"],
                                   generate=p["generate"], checks=checks, gates=gates)

@@ -9,38 +9,43 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import sys
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _preflight, _procfs, _scope, _signals, _switch_lock, _switch_outcome, _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
-from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    procfs as _procfs, scope as _scope, signals as _signals, systemd as _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    capture as _capture, family as _family, port_units as _port_units)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
+    lock as _switch_lock, outcome as _switch_outcome, preflight as _preflight)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import AdoptActions, Owners
 
 SETTLE = 5.0  # how long systemd may take to start the scope once asked
 
 
 def decide(insp, where, watcher_active, scope):
     """What adopt does, from what is on the port (_preflight.inspect), where each family pid is ({pid: scope or None})
-    and whether the watcher runs: (action, why). action: none, adopt (move, neutralise, watch), attach (family pids
-    born since the move, outside the scope), watch (the watcher only), or fail."""
+    and whether the watcher runs: (action, why). action (states.AdoptActions): none, adopt (move, neutralise, watch),
+    attach (family pids born since the move, outside the scope), watch (the watcher only), or fail."""
     if insp["owner"] is None:
-        return "fail", "nothing listens on port %d: there is no server to adopt" % insp["port"]
-    if insp["owner"] == "unit":
-        return "none", "%s serves port %d: nothing to adopt" % (insp["unit"], insp["port"])
+        return AdoptActions.FAIL, "nothing listens on port %d: there is no server to adopt" % insp["port"]
+    if insp["owner"] == Owners.UNIT:
+        return AdoptActions.NONE, "%s serves port %d: nothing to adopt" % (insp["unit"], insp["port"])
     if insp["problems"]:
-        return "fail", "nothing was touched: " + "; ".join(insp["problems"])
+        return AdoptActions.FAIL, "nothing was touched: " + "; ".join(insp["problems"])
     if where.get(insp["server"]["pid"]) != scope:
         loop = (insp.get("wrapper") or {}).get("kind") == "shell loop"
-        return "adopt", "would move %d process(es) into %s, %swatch for the takeover" % (
+        return AdoptActions.ADOPT, "would move %d process(es) into %s, %swatch for the takeover" % (
             len(insp["family"]), scope, "stop the wrapper loop %d, " % insp["wrapper"]["pid"] if loop else "")
     outside = sorted(pid for pid, s in where.items() if s != scope)
     if outside:
-        return "attach", "would move pids %s, born since the adoption, into %s" % (outside, scope)
+        return AdoptActions.ATTACH, "would move pids %s, born since the adoption, into %s" % (outside, scope)
     if not watcher_active:
-        return "watch", "would start the watcher of %s" % scope
-    return "none", "the server on port %d is adopted (%s): nothing to do" % (insp["port"], scope)
+        return AdoptActions.WATCH, "would start the watcher of %s" % scope
+    return AdoptActions.NONE, "the server on port %d is adopted (%s): nothing to do" % (insp["port"], scope)
 
 
 class SglangAdopt(Base):
@@ -50,25 +55,44 @@ class SglangAdopt(Base):
         port, name = self.port_and_unit()
         self.service = name + ".service"
         self.scope, self.watcher = _scope.names(name)
-        self.state_dir = os.path.join(p["state_dir"], str(port))
+        self.state_dir = _state_dir.folder(p["state_dir"], port)
         self.steps = []
+        try:
+            capture = _capture.capture_file(self.state_dir, p["capture"]) if p["capture"] else None
+        except ValueError as e:
+            self.fail(str(e))
         insp, where, watcher_active = self.look(port, name)
         action, why = decide(insp, where, watcher_active, self.scope)
-        result = dict(changed=action not in ("none", "fail"), action=action, port=port, unit=self.service, began=time.time(),
-                      scope=self.scope, watcher=self.watcher, preflight=insp, steps=self.steps)
-        if action == "fail":
-            self.fail(why, **result)
-        if self.module.check_mode or action == "none":
+        # the other units that could serve the port, which would fight the service at its next start
+        units = [u for u in _port_units.decide(_port_units.find(
+            port, self.module.run_command, self.service, (insp["server"] or {}).get("pid"), redact=self.redact),
+            p["existing_units"]) if u["action"] != "rewrite"]  # sglang_unit put the service of that name in place
+        refused = [u["summary"] for u in units if u["action"] == "refuse"]
+        if refused and action != AdoptActions.FAIL:
+            action, why = AdoptActions.FAIL, "nothing was touched: " + _port_units.refusal(port, refused)
+        acting = [u for u in units if u["action"] == "replace"]
+        result = dict(changed=action not in (AdoptActions.NONE, AdoptActions.FAIL) or bool(acting), action=action, port=port,
+                      unit=self.service, began=time.time(), scope=self.scope, watcher=self.watcher, preflight=insp,
+                      steps=self.steps, units=units)
+        if action == AdoptActions.FAIL:
+            self.failed(why, result, changed=False)
+        if self.module.check_mode or action == AdoptActions.NONE:
             self.module.exit_json(msg=why, **dict(result, **self.adopted(insp)))
         if _switch_outcome.current(self.state_dir):
             self.fail("a switch of port %d is in progress: nothing was touched" % port, **result)
         try:
-            if action == "adopt":
+            result["units_taken"] = _port_units.take_over(acting, self.state_dir, self.module.run_command)
+        except (RuntimeError, OSError, CommandError) as e:
+            self.fail(str(e), **result)
+        if action == AdoptActions.ADOPT and capture:  # what a rollback starts again, kept before the family is moved
+            self.write_files([capture], **result)
+        try:
+            if action == AdoptActions.ADOPT:
                 self.phase("move", lambda: self.move(insp), result)
                 self.phase("neutralise", lambda: self.neutralise(insp), result)
-            elif action == "attach":
+            elif action == AdoptActions.ATTACH:
                 self.phase("move", lambda: self.attach(insp), result)
-            if action == "adopt" or not watcher_active:
+            if action == AdoptActions.ADOPT or not watcher_active:
                 self.phase("watch", lambda: self.watch(insp), result)
         except _scope.ScopeError as e:
             self.fail(str(e), **result)
@@ -147,7 +171,7 @@ class SglangAdopt(Base):
         server = procs.get(insp["server"]["pid"])
         if server is None or server.starttime != insp["server"]["starttime"]:
             raise _scope.ScopeError("the server (pid %d) ended during the adoption" % insp["server"]["pid"])
-        late = [pid for pid in _discover.family_of(server, procs)
+        late = [pid for pid in _family.family_of(server, procs)
                 if pid in procs and not procs[pid].is_zombie and _scope.scope_of(pid) != self.scope]
         if late:
             rc, out, err = timed(self.module.run_command, _scope.attach_argv(self.scope, late), 30)
@@ -175,7 +199,7 @@ class SglangAdopt(Base):
         timed(run, ["systemctl", "reset-failed", self.watcher], 15)
         identity = (insp["server"]["pid"], insp["server"]["starttime"])
         argv = _scope.watch_argv(sys.executable, self.scope, self.watcher, self.service, identity,
-                                 self.params["drain"], _switch_lock.lock_path(self.state_dir))
+                                 self.params["drain"], _state_dir.lock(self.state_dir))
         rc, out, err = timed(run, argv, 30)
         if rc != 0:
             raise _scope.ScopeError("the family is in %s, but the watcher did not start (rc %d): %s. Stopping the scope "

@@ -2,19 +2,22 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""sglang_discover: the server on a port, its family, a wrapper, its capture."""
+"""sglang_discover: the server on a port, its family, a wrapper, its capture, the units that could serve the port.
+It writes nothing: the capture is kept by the step that acts on the server, once its preflight passed."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-
-from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _boot, _discover, _files, _model_files, _pagecache, _procfs, _readiness, _scope, _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    boot as _boot, model_files as _model_files, port_units as _port_units, readiness as _readiness)
+from ansible_collections.inferops.sglang.plugins.module_utils._server import capture as _capture, family as _family, listeners as _listeners
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    files as _files, owner as _owner, pagecache as _pagecache, procfs as _procfs, scope as _scope, systemd as _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
-from ansible_collections.inferops.sglang.plugins.module_utils._command import CommandError
-from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor, argv_option
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor, argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_port
 
 
@@ -28,23 +31,26 @@ class SglangDiscover(Base):
             self.fail("prewarm_budget and prewarm_margin_gib must be >= 0, not %r and %r"
                       % (p["prewarm_budget"], p["prewarm_margin_gib"]))
         procs = _procfs.snapshot()
-        pids = _discover.listeners(p["port"], procs)
+        pids = _listeners.listeners(p["port"], procs)
         service = p["unit"] + ".service" if p["unit"] else None
         disabled = _boot.disabled_launchers(service) if service else []
+        notes = []  # boot files skipped, and why
         if not pids:
             stored = _stored(p["capture_path"])
-            hidden = _discover.hidden_listeners(p["port"], procs)
+            hidden = _listeners.hidden_listeners(p["port"], procs)
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
-                                  launchers=_boot.launchers(p["port"]), disabled_launchers=disabled, hidden=hidden,
-                                  stored=stored, msg=_discover.hidden_message(p["port"], hidden)
+                                  units=self.units(service, None),
+                                  launchers=_boot.launchers(p["port"], notes=notes), launcher_notes=notes,
+                                  disabled_launchers=disabled, hidden=hidden,
+                                  stored=stored, msg=_listeners.hidden_message(p["port"], hidden)
                                   if hidden else "nothing listens on port %d" % p["port"],
                                   model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
-        server = _discover.main_process(pids[0], procs)
-        fam = _discover.family_of(server, procs)
-        cap = _discover.capture(server.pid)
-        wrapper = _discover.wrapper(server, procs)
+        server = _listeners.main_process(pids[0], procs)
+        fam = _family.family_of(server, procs)
+        cap = _capture.capture(server.pid)
+        wrapper = _family.wrapper(server, procs)
         if wrapper and wrapper["kind"] == "shell loop":
-            cap["wrapper"] = _discover.capture(wrapper["pid"])  # a rollback starts the loop again, not the server
+            cap["wrapper"] = _capture.capture(wrapper["pid"])  # a rollback starts the loop again, not the server
         secrets = self.redact.secrets_of(cap["argv"], cap["environment"])
         if cap.get("wrapper"):
             secrets += self.redact.secrets_of(cap["wrapper"]["argv"], cap["wrapper"]["environment"])
@@ -64,10 +70,16 @@ class SglangDiscover(Base):
                       unit_state=unit_state,
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
-                      sglang=_discover.is_sglang(server),
-                      launchers=_boot.launchers(p["port"], [wrapper.get("script")] if wrapper else []))
-        if result["sglang"]:
-            result["model"] = served_model(p["port"], cap["argv"])
+                      sglang=_family.is_sglang(server), units=self.units(service, server.pid),
+                      launchers=_boot.launchers(p["port"], [wrapper.get("script")] if wrapper else [], notes=notes),
+                      launcher_notes=notes)
+        for u in result["units"]:
+            if u["holds_port"] and not u["managed"] and service:
+                self.module.warn("port %d is served by %s, not by %s" % (p["port"], u["unit"], service))
+        result["url"] = _listeners.local_url(p["port"])
+        result["multinode"] = multinode(p["port"], cap["argv"]) if result["sglang"] else None
+        if result["sglang"] and not (result["multinode"] and result["multinode"]["role"] == "rank >= 1"):
+            result["model"] = served_model(p["port"], cap["argv"], server.pid)  # a rank >= 1 serves no /v1/models
         if wrapper:
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
         for row in result["launchers"]:
@@ -75,27 +87,37 @@ class SglangDiscover(Base):
         # an adopted server's wrapper loop is gone: its capture, taken before, stays as it was (a rollback restarts it)
         scope = _scope.scope_of(server.pid)
         result["adopted"] = scope if service and scope == _scope.names(p["unit"])[0] else None
-        if p["capture_path"] and owner != service and result["sglang"] and not result["adopted"]:
-            capture = _files.File(p["capture_path"], json.dumps(cap, indent=2, sort_keys=True), 0o600, dir_mode=0o700)
-            result["changed"] = capture.differs
-            self.write_files([capture], **result)
-            result["capture_path"] = p["capture_path"]
-            result["stored"] = cap
-        else:
-            result["stored"] = _stored(p["capture_path"])
+        # what a switch keeps (the server outside the unit - or in a unit of its name the operator wrote -, not
+        # adopted: an adopted server's capture, taken before its wrapper loop was stopped, stays as it was), else what
+        # was kept
+        mine = owner == service and any(u["managed"] and u["ours"] for u in result["units"])
+        fresh = not mine and result["sglang"] and not result["adopted"]
+        result["stored"] = (cap if fresh else _stored(p["capture_path"])) if p["capture_path"] else {}
         # what a switch will load: warm it now, while the old server serves (not when the unit serves already)
         result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 
+    def units(self, service, server_pid):
+        """The system units that could serve the port (_port_units.find), the managed one included."""
+        return _port_units.find(self.params["port"], self.module.run_command, service, server_pid, redact=self.redact)
+
     def model_files(self, cap, warm):
         """The weight files of the captured command, how much of them the page cache holds, and the warm's result
-        (with prewarm=auto, outside check mode, when warm is true), or None without a capture."""
+        (with prewarm=auto, outside check mode, when warm is true), or None without a capture: each found, measured
+        and read by the captured user, in a child that became that user."""
         p = self.params
         if not cap or not cap.get("argv"):
             return None
-        m = _model_files.locate(cap["argv"], cap.get("environment") or {}, cap.get("cwd"), cap.get("user"))
-        held = _pagecache.residency(m["paths"])
+        # as the server's user: only what it may list and read is named, measured and read
+        owner = _owner.Owner(cap.get("uid", 0), cap.get("gid"))
+        try:
+            m = owner.call(_model_files.locate, cap["argv"], cap.get("environment") or {}, cap.get("cwd"),
+                           cap.get("user"))
+            held = owner.call(_pagecache.residency, m["paths"])
+        except OSError as e:
+            return {"files": 0, "bytes": 0, "paths": [], "msg": "not measured as %s: %s" % (owner, e),
+                    "summary": "model: not measured as %s" % owner}
         m.update(resident=held["resident"], available=_pagecache.mem_available(), errors=held["errors"], warm=None)
         if p["prewarm"] == "off" or not m["files"]:
             pass
@@ -106,8 +128,11 @@ class SglangDiscover(Base):
         elif held["resident"] >= m["bytes"]:
             m["warm_skipped"] = "all resident"
         else:
-            m["warm"] = _pagecache.warm(m["paths"], int(p["prewarm_margin_gib"] * _pagecache.GIB), p["prewarm_budget"],
-                                        progress=self._progress)
+            try:
+                m["warm"] = owner.call(_pagecache.warm, m["paths"], int(p["prewarm_margin_gib"] * _pagecache.GIB),
+                                       p["prewarm_budget"], _pagecache.READERS, self._progress)
+            except OSError as e:
+                m["warm_skipped"] = "the warm as %s failed: %s" % (owner, e)
         m["summary"] = _model_files.summary(m)
         return m
 
@@ -121,11 +146,19 @@ def _stored(path):
     return (_files.read_json(path) or {}) if path else {}
 
 
-def served_model(port, argv, timeout=5.0):
-    """The first model /v1/models names on the server listening on port (asked with its own --api-key), or None."""
-    url = _discover.local_url(port)
+def multinode(port, argv):
+    """The server's place in a multi-node server (_multinode.of_argv) with why it is not cut over alone, or None."""
+    found = _multinode.of_argv(argv)
+    return dict(found, refusal=_multinode.refusal(port, argv)) if found else None
+
+
+def served_model(port, argv, pid, timeout=5.0):
+    """The first model /v1/models names on the server listening on port (asked with its own --api-key, which goes
+    only to a connection that the family of pid, the server found, accepted), or None."""
+    url = _listeners.local_url(port)
     if not url:
         return None
-    server = _readiness.Server(url, api_key=argv_option(argv, "--api-key"))
+    server = _readiness.Server(url, api_key=argv_option(argv, "--api-key"),
+                               owner=lambda sock: _listeners.peer_problem(sock, pid=pid))
     names = _readiness.model_names(server.request("/v1/models", timeout=timeout))
     return names[0] if names else None

@@ -2,7 +2,8 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""sglang_patch: apply or revert patches to the installed sglang package."""
+"""sglang_patch: apply or revert patches to the installed sglang package. The venv's owner reads and writes its
+files (root only in a venv no other user can change); root keeps the backups, keyed by venv, in its own folder."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,10 +11,16 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _patch
+from ansible_collections.inferops.sglang.plugins.module_utils._host import files as _files, venv as _venv
+from ansible_collections.inferops.sglang.plugins.module_utils._server import patch as _patch
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
+
+TIMEOUT = 120
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 _DIST_SCRIPT = (
@@ -33,12 +40,17 @@ class SglangPatch(Base):
 
     def run(self):
         p = self.params
-        rc, out, err = self.module.run_command([p["python"], "-I", "-c", _DIST_SCRIPT])
-        if rc != 0:
-            self.fail("cannot read the sglang package's metadata with %s (never importing it): %s"
-                      % (p["python"], (err or out).strip()[-2000:]))
-        dist = json.loads(out)
+        bad = [x["name"] for x in p["patches"] if not _NAME.match(x["name"])]
+        if bad:
+            self.fail("a patch's name is letters, digits, '.', '_' and '-' (not starting with a dot or a dash), "
+                      "also its backup folder's: not %s" % ", ".join(repr(x) for x in bad))
+        owner, venv = self.owner_of(p["python"])
+        dist = self.dist(owner, p["python"], venv)
         version, root = dist["version"], dist["root"]
+
+        def read(root, rels):  # the package's files, read by the venv's owner
+            return owner.call(_patch.read_files, root, rels)
+
         previous = {}
         if p["record_path"] and os.path.exists(p["record_path"]):
             with open(p["record_path"]) as f:
@@ -56,12 +68,12 @@ class SglangPatch(Base):
                           "version and add it to its versions, or set on_other_version: skip"
                           % (name, ", ".join(patch["versions"]), version), version=version)
             try:
-                plan = _patch.plan(root, patch["diff"])
-            except _patch.PatchError as e:
+                plan = _patch.plan(root, patch["diff"], read)
+            except (_patch.PatchError, OSError, UnicodeDecodeError) as e:
                 self.fail("patch %s: %s" % (name, e))
-            backup = os.path.join(p["backup_dir"], name)
+            backup = os.path.join(p["backup_dir"], _venv.key(venv), name)  # a venv's originals, never another's
             if p["state"] == "reverted":
-                row.update(self.revert(root, backup, name))
+                row.update(self.revert(owner, root, backup, name))
                 row["backup"] = backup
                 changed = changed or row["status"] == "reverted"
                 results.append(row)
@@ -74,7 +86,7 @@ class SglangPatch(Base):
                 if previous.get(name, {}).get("state") == "applied":
                     events.append({"patch": name, "reason": "its changes were gone (sglang reinstalled?); re-applied"})
                 if not self.module.check_mode:
-                    _patch.write_atomic(root, plan.new, backup)
+                    self.write(owner, root, plan.new, dict((rel, plan.old[rel]) for rel in plan.new), backup)
                 changed = True
                 diffs.append(patch["diff"])
                 row["status"] = "applied"
@@ -87,7 +99,10 @@ class SglangPatch(Base):
             results.append(row)
         drift = []
         if dist["dist_info"] and p["state"] == "applied":
-            drift = _patch.drift(root, _patch.record(dist["dist_info"]), explained)
+            try:
+                drift = owner.call(_patch.drift_of, root, dist["dist_info"], explained)
+            except OSError as e:
+                self.fail("cannot read the sglang package's RECORD in %s as %s: %s" % (dist["dist_info"], owner, e))
             if self.module.check_mode:  # what would be written is not on disk yet
                 drift = [d for d in drift if d["path"] not in explained]
         files_of = dict((r["name"], r.get("files", {})) for r in results)
@@ -104,12 +119,7 @@ class SglangPatch(Base):
                "time": time.time()}
         if p["record_path"] and dict(rec, time=None) != dict(prev_rec, time=None):
             changed = True  # the record is part of what the module manages
-            if not self.module.check_mode:
-                os.makedirs(os.path.dirname(p["record_path"]), exist_ok=True)
-                with open(p["record_path"] + ".tmp", "w") as f:
-                    json.dump(rec, f, indent=2, sort_keys=True)
-                os.chmod(p["record_path"] + ".tmp", 0o644)
-                os.replace(p["record_path"] + ".tmp", p["record_path"])
+            self.write_files([_files.File(p["record_path"], json.dumps(rec, indent=2, sort_keys=True), 0o644)])
         result = dict(changed=changed, version=version, root=root, patches=results, drift=drift, events=events,
                       record_path=p["record_path"])
         if self.module._diff and diffs:
@@ -123,21 +133,62 @@ class SglangPatch(Base):
         with open(path) as f:
             return json.load(f)
 
-    def revert(self, root, backup, name):
-        """Put back the originals kept in backup (byte for byte)."""
+    def owner_of(self, python):
+        """(the _owner.Owner who does the work, the venv's folder): the venv's owner; root only for a venv no other
+        user can change (the module fails otherwise, before anything runs)."""
+        venv = _venv.folder(python)
+        try:
+            owner = _venv.owner(python)
+            why = _venv.distrust(python) if owner.is_root else None
+        except OSError as e:
+            self.fail("cannot look at the venv %s of %s: %s" % (venv, python, e))
+        if why:
+            self.fail("%s is root's venv, but %s: root would run and patch what another user can change. Make the "
+                      "venv root's alone, or one user's; nothing was changed" % (venv, why))
+        return owner, venv
+
+    def dist(self, owner, python, venv):
+        """What the interpreter (run as the owner, never importing sglang) says of the installed sglang; the module
+        fails when it says a folder outside the venv (every link resolved)."""
+        try:
+            rc, out, err = owner.run([python, "-I", "-c", _DIST_SCRIPT], TIMEOUT)
+        except CommandError as e:
+            self.fail("cannot read the sglang package's metadata with %s as %s: %s" % (python, owner, e))
+        if rc != 0:
+            self.fail("cannot read the sglang package's metadata with %s as %s (never importing it): %s"
+                      % (python, owner, (err or out).strip()[-2000:]))
+        dist = json.loads(out)
+        for key in ("root", "dist_info"):
+            if dist[key] and not _venv.inside(dist[key], venv):
+                self.fail("%s says the sglang package's %s is %s, outside the venv %s once its links are resolved: "
+                          "nothing was changed" % (python, key, dist[key], venv))
+        return dist
+
+    def write(self, owner, root, new, originals, backup):
+        """The originals kept (root's backup folder), then the new texts written by the owner."""
+        try:
+            _patch.keep(backup, originals)
+            owner.call(_patch.write_atomic, root, new)
+        except (_patch.PatchError, OSError) as e:
+            self.fail("could not write the patched files under %s as %s: %s" % (root, owner, e))
+
+    def revert(self, owner, root, backup, name):
+        """Put back the originals kept in backup (byte for byte), written by the owner."""
         if not os.path.isdir(backup):
-            return {"status": "nothing to revert (no backup of %s)" % name}
+            return {"status": "nothing to revert (no backup of %s for this venv)" % name}
+        try:
+            originals = _patch.kept(backup)
+            current = owner.call(_patch.read_files, root, sorted(originals))
+        except (_patch.PatchError, OSError) as e:
+            self.fail("patch %s: cannot compare the backup with %s: %s" % (name, root, e))
         contents, files = {}, {}
-        for base, dummy, names in os.walk(backup):
-            for n in names:
-                rel = os.path.relpath(os.path.join(base, n), backup)
-                with open(os.path.join(base, n), "rb") as f:
-                    original = f.read()
-                with open(os.path.join(root, rel), "rb") as f:
-                    current = f.read()
-                files[rel] = _patch.sha256_record(original)
-                if current != original:
-                    contents[rel] = original.decode("utf-8")
+        for rel, original in originals.items():
+            files[rel] = _patch.sha256_record(original)
+            if current.get(rel) is None or current[rel].encode("utf-8") != original:
+                contents[rel] = original.decode("utf-8")
         if contents and not self.module.check_mode:
-            _patch.write_atomic(root, contents)
+            try:
+                owner.call(_patch.write_atomic, root, contents)
+            except (_patch.PatchError, OSError) as e:
+                self.fail("could not put back the originals under %s as %s: %s" % (root, owner, e))
         return {"status": "reverted" if contents else "already original", "files": files}

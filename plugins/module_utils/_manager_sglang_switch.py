@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """sglang_switch: preflight, then the detached switch, waited for; then, when asked, the server it started waited
-for until it serves, and the record kept."""
+for until it serves, and the record kept. Nothing is written before the preflight passed: a refusal leaves the host
+as it was."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,16 +14,31 @@ import os
 import subprocess
 import time
 
-from ansible_collections.inferops.sglang.plugins.module_utils import (
-    _discover, _files, _preflight, _procfs, _readiness, _record, _selinux, _sglang_args, _switch_launch, _switch_lock,
-    _switch_outcome, _systemd, _unit)
+from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
+from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
-from ansible_collections.inferops.sglang.plugins.module_utils._redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    files as _files, free_space as _free_space, owner as _owner, procfs as _procfs, selinux as _selinux,
+    systemd as _systemd, unit as _unit, venv as _venv)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    capture as _capture, family as _family, listeners as _listeners, port_units as _port_units, readiness as _readiness,
+    sglang_args as _sglang_args)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
+    launch as _switch_launch, lock as _switch_lock, outcome as _switch_outcome, preflight as _preflight,
+    record as _record)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import (
+    LAUNCHING, Actions, Kinds, OutcomeStates, Owners, Targets)
 
 
 _FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
                 "if not importlib.util.find_spec('sglang'): sys.exit(3)\n"
                 "print(m.version('sglang'))\n")
+# Room the switch needs in the state folder besides the payload's copy, the capture and the units' backups: its plan
+# and outcome, the record's three files, and their temporary copies while each is replaced.
+STATE_ROOM = 512 * 1024
+FILE_ROOM = 16 * 1024  # and beside each of the unit's files, as much again as the file, for its temporary copy
 
 
 class SglangSwitch(Base):
@@ -34,12 +50,13 @@ class SglangSwitch(Base):
     def run(self):
         self.validate()
         self.probe()
-        self.install()
+        self.prepare()
         self.look()
         self.decide()
+        self.room()  # before vet: its SELinux relabel is only for a switch with no other problem
         self.vet()
         self.report_preflight()
-        if self.module.check_mode or self.action == "none":
+        if self.module.check_mode or self.action == Actions.NONE:
             self.answer()
             return
         self.launch()
@@ -55,36 +72,61 @@ class SglangSwitch(Base):
         self.since = time.time()  # a switch of the port that finished after this is this run's too
         self.port, self.name = self.port_and_unit()
         self.unit = self.name + ".service"
-        self.state_dir = os.path.join(p["state_dir"], str(self.port))
+        self.state_dir = _state_dir.folder(p["state_dir"], self.port)
         self.timeout = p["timeout"] if p["timeout"] is not None else p["drain"] + 120
         self.command = p["command"] or ([p["executable"]] if p["executable"] else [])
-        self.back = p["target"] == "capture"
+        # the command's secrets (a caller that did not mask them) are masked wherever the module's result and its
+        # arguments are shown, as no_log masks an option's value; no_log on the whole command would mask every
+        # word of it (a "30000" anywhere in the result)
+        self.module.no_log_values.update(self.redact.secrets_of(self.command, {}))
+        self.back = p["target"] == Targets.CAPTURE
+        try:
+            self.capture = _capture.capture_file(self.state_dir, p["capture"]) if p["capture"] else None
+        except ValueError as e:
+            self.fail(str(e))
 
     def probe(self):
         """The unit's interpreter asked for SGLang's version, and the installed SGLang's parser for its answer on the
-        server's arguments: both in the background, answering while the host is looked at."""
-        python, server_args, entry = (_sglang_args.interpreter(self.command) if self.params["target"] == "unit"
+        server's arguments: both in the background, answering while the host is looked at. Both run as the unit's
+        user, with a clean environment; as root only when no other user can change the interpreter or its venv."""
+        python, server_args, entry = (_sglang_args.interpreter(self.command) if self.params["target"] == Targets.UNIT
                                       else (None, None, None))
         self.python = python
-        self.asked = self.ask_version(python)
-        self.parsing = _sglang_args.start(python, server_args, entry) if python and server_args is not None else None
+        self.asked = self.parsing = None
         self.said = []  # the parser's answer, once collected
-
-    def install(self):
-        """The unit installed and enabled, when asked: verified before anything is stopped; nothing written in check
-        mode. A command SGLang refuses is not even installed."""
-        p = self.params
-        self.installed, self.restart = None, p["restart"]
-        if not (p["install"] and p["target"] == "unit"):
+        owner = self.prober(python)
+        if owner is None:
             return
-        if self.parsing and not self.module.check_mode and _sglang_args.command_changes(
-                p["install"]["unit"], os.path.join(p["install"]["unit_dir"], self.unit)):
-            self.said.append(self.parsed(self.python, self.parsing))
-            if self.said[0]:
-                self.fail("preflight failed, nothing was touched: " + self.said[0], action="none", port=self.port,
-                          unit=self.unit, problems=self.said)
-        self.installed = _unit.install(self, dict(p["install"], name=self.name), enabled=True)
-        self.restart = self.restart or self.installed["restart_needed"]  # what the running unit runs changed
+        self.asked = self.ask_version(python, owner)
+        self.parsing = (_sglang_args.start(python, server_args, entry, owner=owner)
+                        if python and server_args is not None else None)
+
+    def prober(self, python):
+        """Who asks the unit's interpreter: the unit's User=/Group= (the module fails on an unknown one); None, with a
+        warning, when that is root and another user can change what root would run or import."""
+        p = self.params
+        try:
+            owner = _owner.Owner.named(p["user"], p["group"])
+        except KeyError:
+            self.fail("the unit's User=%s or Group=%s is not known on the host" % (p["user"], p["group"] or ""))
+        if python and owner.is_root:
+            why = _venv.distrust(python)
+            if why:
+                self.module.warn("%s was not asked for SGLang's version nor given the server's arguments to parse: "
+                                 "it would run as root, and %s. Run the unit as the user who owns the venv "
+                                 "(user, group), or make the venv root's alone" % (python, why))
+                return None
+        return owner
+
+    def prepare(self):
+        """The unit's files, when asked: compared with what is installed and verified (a unit systemd-analyze rejects
+        fails the module); written only once the preflight passed (commit)."""
+        p = self.params
+        self.staged, self.installed, self.restart, self.taken = None, None, p["restart"], []
+        if not (p["install"] and p["target"] == Targets.UNIT):
+            return
+        self.staged = _unit.prepare(self, dict(p["install"], name=self.name), enabled=True)
+        self.restart = self.restart or self.staged[0]["restart_needed"]  # what the running unit runs changed
 
     def look(self):
         """The preflight: what serves the port and what the switch would touch, the unit's state, and the problems
@@ -92,44 +134,57 @@ class SglangSwitch(Base):
         p = self.params
         run = self.module.run_command
         self.look_began = time.monotonic()
-        insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), run=run, flags=p["redact"])
+        procs = _procfs.snapshot()
+        pids = _listeners.listeners(self.port, procs)
+        server = _listeners.main_process(pids[0], procs).pid if pids else None
+        self.units = [] if self.back else _port_units.decide(
+            _port_units.find(self.port, run, self.unit, server, redact=self.redact), p["existing_units"])
+        insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), procs=procs, run=run,
+                                              flags=p["redact"], taken=self.taking("replace"))
+        if self.back:
+            insp = self.insp = _preflight.vacant(insp, procs)
         state = _systemd.show(run, self.unit)
         problems = self.problems = list(insp["problems"])
+        refused = [u["summary"] for u in self.units if u["action"] == "refuse"]
+        if refused:
+            problems.append(_port_units.refusal(self.port, refused))
         if insp["strays"] and not p["release_strays"]:
             problems.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the "
                             "switch to release them" % (insp["gpus"], "; ".join(
                                 "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
                                 for s in insp["strays"])))
-        if self.back and not os.path.exists(os.path.join(self.state_dir, "capture.json")):
+        if not self.back and _multinode.of_argv(self.command):
+            problems.append(_multinode.refusal(self.port, self.command, "the unit's command for port"))
+        if self.back and not os.path.exists(_state_dir.capture(self.state_dir)):
             problems.append("there is no capture in %s: nothing to go back to" % self.state_dir)
-        if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back:
+        if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back and not self.staged:
             problems.append("%s is not installed (LoadState %s)" % (self.unit, state.get("LoadState")))
         self.active = state.get("ActiveState")
 
     def decide(self):
-        """The action: join (a switch of the port in progress: this run reports it), rollback, switch, restart,
-        start, or none."""
+        """The action (states.Actions): join (a switch of the port in progress: this run reports it), rollback, switch,
+        restart, start, or none."""
         owner = self.insp["owner"]
         self.joining = _switch_outcome.current(self.state_dir)
         if self.joining:
-            self.action = "join"
+            self.action = Actions.JOIN
         elif self.back:
-            self.action = "none" if owner == "adhoc" else "rollback"
-        elif owner == "adhoc":
-            self.action = "switch"
-        elif owner == "unit":
-            self.action = "restart" if self.restart else "none"
+            self.action = Actions.NONE if owner == Owners.ADHOC else Actions.ROLLBACK
+        elif owner == Owners.ADHOC:
+            self.action = Actions.SWITCH
+        elif owner == Owners.UNIT:
+            self.action = Actions.RESTART if self.restart else Actions.NONE
         elif self.active in ("active", "activating", "reloading") and not self.restart:
-            self.action = "none"  # loading: nothing listens yet
+            self.action = Actions.NONE  # loading: nothing listens yet
         else:
-            self.action = "start"
+            self.action = Actions.START
 
     def vet(self):
         """Where the unit is about to run: SGLang's version, its answer on the server's arguments and the SELinux
         label of the unit's executable, each a problem when wrong. Otherwise the questions asked are ended."""
         p = self.params
         self.version = self.selinux_decision = None
-        if self.action not in ("none", "join"):  # the answers count only when the unit is about to run
+        if self.action in LAUNCHING:  # the answers count only when the unit is about to run
             self.version, why = self.sglang_version(p["executable"] or self.python, self.asked)
             self.problems += why
             if self.parsing and not why:  # the installed SGLang parses them: a bad flag stops here
@@ -138,35 +193,67 @@ class SglangSwitch(Base):
         else:
             for proc in (self.asked, self.parsing):
                 if proc and not isinstance(proc, str) and proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
-        if p["target"] == "unit" and self.command and self.action not in ("none", "join"):
+                    _owner.kill(proc)
+        if p["target"] == Targets.UNIT and self.command and self.action in LAUNCHING:
             self.selinux_decision = self.selinux(self.command[0] if self.command else None, self.problems)
 
+    def room(self):
+        """Where the switch is about to write: the state folder and the unit's folders writable, with room for what
+        goes there (the payload's copy, the capture, the units' backups, the plan, the outcome, the record; the
+        unit's files), each a problem otherwise."""
+        if self.action not in LAUNCHING:
+            return
+        capture = self.capture if self.capture and (self.action == Actions.SWITCH or self.taking("rewrite")) else None
+        state = (_switch_launch.runtime_bytes() + STATE_ROOM + (len(capture.content) if capture else 0)
+                 + sum(os.path.getsize(f) for u in self.units if u["action"] in ("replace", "rewrite")
+                       for f in u["files"] if os.path.exists(f)))
+        needs = [("the state folder", self.state_dir, state)]
+        for f in (self.staged[1] if self.staged else []):
+            if f.differs:
+                needs.append(("the folder", os.path.dirname(f.path), 2 * len(f.content.encode("utf-8")) + FILE_ROOM))
+        self.problems += _free_space.problems(needs)
+
     def report_preflight(self):
-        """The preflight's result (what the module returns from here on); the module fails on a problem when it
-        would act."""
+        """The preflight's result (what the module returns from here on), with what the switch does to each unit that
+        could serve the port (and, in diff mode, how each would change); the module fails on a problem when it would
+        act, or refuses a unit, having changed nothing."""
+        units = self.units
         result = self.result = dict(
-            changed=self.action != "none", action=self.action, port=self.port, unit=self.unit, preflight=self.insp,
-            sglang_version=self.version, unit_state=self.active, problems=self.problems,
+            changed=self.action != Actions.NONE, action=self.action, port=self.port, unit=self.unit, preflight=self.insp,
+            sglang_version=self.version, unit_state=self.active, problems=self.problems, units=units,
             preflight_seconds=round(time.monotonic() - self.look_began, 3), selinux=self.selinux_decision)
-        if self.installed:
-            if "diff" in self.installed:
-                result["diff"] = self.installed.pop("diff")
-            result.update(installed=self.installed, changed=result["changed"] or self.installed["changed"])
-        if self.problems and self.action not in ("none", "join"):
-            self.fail("preflight failed, nothing was stopped: " + " | ".join(self.problems), **result)
+        if self.staged:
+            installed = self.staged[0]
+            result["diff"] = installed.pop("diff", [])
+            result.update(installed=installed, changed=result["changed"] or installed["changed"])
+            for u in units:
+                if u["action"] == "rewrite":  # what changes in the operator's own file of the managed name
+                    u["changed"] = _port_units.changes(_port_units.read_text(u["path"]), self.staged[1][0].content,
+                                                       self.redact)
+        acted = [u for u in units if u["action"] == "rewrite" or u["action"] == "replace" and (
+            u["unit_file_state"] in _port_units.ENABLED or u["active_state"] in _port_units.RUNNING)]
+        result["changed"] = result["changed"] or bool(acted)
+        if self.module._diff and units:  # pylint: disable=protected-access
+            result.setdefault("diff", []).extend(dict(
+                before_header=u["path"], after_header="%s: %s" % (u["path"], u["action"]),
+                before=u["summary"] + "\n", after="%s: %s: %s\n" % (u["unit"], u["action"], u["does"]))
+                for u in units if u["action"] != "rewrite")
+        if not result.get("diff"):
+            result.pop("diff", None)
+        if self.problems and (self.action in LAUNCHING or any(u["action"] == "refuse" for u in units)):
+            self.failed("preflight failed, nothing was touched: " + " | ".join(self.problems), result, changed=False)
 
     def answer(self):
         """In check mode, or with nothing to switch: what would be done (or why nothing is), the record a finished
         switch's run did not keep kept now, and the module's exit."""
         result, action, port = self.result, self.action, self.port
-        result["msg"] = {"none": "%s: nothing to switch" % ("the captured command serves port %d" % port if self.back
-                                                            else "%s serves port %d" % (self.unit, port)),
-                         "join": "a switch of port %d is in progress" % port}.get(
+        result["msg"] = {Actions.NONE: "%s: nothing to switch" % ("the captured command serves port %d" % port
+                                                                  if self.back else "%s serves port %d" % (self.unit, port)),
+                         Actions.JOIN: "a switch of port %d is in progress" % port}.get(
             action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
                 action, len(self.insp["family"]), self.insp["gpus"], self.unit))
-        if action == "none" and not self.module.check_mode:
+        if action == Actions.NONE and not self.module.check_mode:
+            self.commit()
             self.late_record(result, self.state_dir, self.unit)
         self.module.exit_json(**result)
 
@@ -175,22 +262,53 @@ class SglangSwitch(Base):
         progress, or finished since this run began), joined."""
         p = self.params
         self.run_id = self.joining
-        if self.action == "join":
+        if self.action == Actions.JOIN:
             self.result["run_id"] = self.run_id
             return
         plan = dict(id="%d-%d" % (int(self.since), os.getpid()), action=self.action, target=p["target"], port=self.port,
                     unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
-                    release_strays=p["release_strays"], devices=list(p["devices"]),
-                    record=_record.switch_plan(p["record"], self.insp, self.version, self.installed))
+                    release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"])
+        self.committed = False
+
+        def prepared():
+            """Under the lock, the claim about to be written: what the switch needs put in place, then its plan."""
+            self.commit()
+            return dict(plan, units=[u["unit"] for u in self.taken],
+                        record=_record.switch_plan(p["record"], self.state_dir, self.insp, self.version,
+                                                   self.installed, self.taken))
         try:
-            self.run_id, argv = _switch_launch.launch(plan, self.since, self.module.run_command)
+            self.run_id, argv = _switch_launch.launch(plan, self.since, self.module.run_command, prepare=prepared)
         except Exception as e:  # pylint: disable=broad-except
-            self.fail("could not start the switch, nothing was stopped: %s" % e, **self.result)
+            self.failed("could not start the switch, nothing was %s: %s" % (
+                "stopped" if self.committed else "touched", e), self.result,
+                changed=self.result["changed"] if self.committed else False)
         if argv:
             self.result["launched"] = argv[:4]
         else:
-            self.action = self.result["action"] = "join"
+            self.action = self.result["action"] = Actions.JOIN
         self.result["run_id"] = self.run_id
+
+    def commit(self):
+        """Once the preflight passed (under the switch's lock when a switch follows): the units that could serve the
+        port taken over (backed up, disabled, stopped unless the switch stops them), the unit put in place (written,
+        enabled, daemon reloaded), and for a switch the capture of what runs kept (capture.json, 0600). What changed
+        goes into the result."""
+        p, result = self.params, self.result
+        self.committed = True
+        acting = [u for u in self.units if u["action"] in ("replace", "rewrite")]
+        try:
+            taken = _port_units.take_over(acting, self.state_dir, self.module.run_command,
+                                          installed_at=self.staged[1][0].path if self.staged else None)
+        except (RuntimeError, OSError, CommandError) as e:
+            self.failed(str(e), result)
+        for t in taken:
+            t["changed"] = next((u.get("changed") for u in acting if u["unit"] == t["unit"]), None)
+        self.taken = taken
+        result["units_taken"] = taken
+        if self.staged:
+            self.installed = result["installed"] = _unit.put(self, self.staged)
+        if self.capture and (self.action == Actions.SWITCH or self.taking("rewrite")):  # what ran before the cutover
+            self.write_files([self.capture], **result)
 
     def wait_switch(self):
         """The switch's outcome, waited for; the module fails with the step it stopped at."""
@@ -200,13 +318,14 @@ class SglangSwitch(Base):
         except TimeoutError as e:
             self.fail(str(e), **result)
         result.update(_switch_outcome.summary(outcome), outcome=outcome, elapsed=self.elapsed())
-        if action == "join":
+        if action == Actions.JOIN:
             result["msg"] = "joined the switch %s of port %d in progress" % (outcome.get("id"), self.port)
-        if outcome.get("error"):
+        if _switch_outcome.state(outcome) == OutcomeStates.FAILED:
             self.fail("the switch stopped at %s: %s" % (
                 (outcome.get("steps") or [{}])[-1].get("step", "its start"), outcome["error"]), **result)
-        result["msg"] = "%s%s: %s" % (action, " of " + str(outcome.get("id")) if action == "join" else "", ", ".join(
-            "%s %.2f s" % (s["step"], s["seconds"]) for s in result["steps"]) or outcome.get("note", ""))
+        result["msg"] = "%s%s: %s" % (action, " of " + str(outcome.get("id")) if action == Actions.JOIN else "", ", ".join(
+            "%s %.2f s%s" % (s["step"], s["seconds"], " (%s)" % s["escalation"] if s.get("escalation") else "")
+            for s in result["steps"]) or outcome.get("note", ""))
 
     def ready(self):
         """When asked, what the switch started waited for until it serves."""
@@ -217,16 +336,20 @@ class SglangSwitch(Base):
         """When asked, the record kept from the switch's plan (by this run, unless another that reports the same
         switch kept it first)."""
         outcome = self.outcome
-        plan = _files.read_json(_switch_outcome.plan_path(self.state_dir, outcome["id"])) or {}
+        plan = _files.read_json(_state_dir.plan(self.state_dir, outcome["id"])) or {}
         if self.params["record"] and plan.get("record") and outcome.get("started_at"):
-            self.keep_record(self.result, outcome, plan["record"], plan.get("target") == "capture", self.state_dir)
+            self.keep_record(self.result, outcome, plan["record"], plan.get("target") == Targets.CAPTURE, self.state_dir)
 
     def selinux(self, executable, problems):
         """On an enforcing host, the unit's executable labelled so systemd may run it (semanage and restorecon; not
-        in check mode), or a problem that says what to run: before anything is stopped. Returns the decision."""
+        in check mode, nor when the preflight found other problems), or a problem that says what to run: before
+        anything is stopped. Returns the decision."""
         decision = _selinux.check(executable)
         if decision["action"] == "stop":
             problems.append(decision["msg"])
+        elif decision["action"] == "fix" and problems:  # a relabel is for good: only for a switch about to run
+            decision["fixed"] = False
+            decision["msg"] += " (not done: the preflight found other problems)"
         elif decision["action"] == "fix" and not self.module.check_mode:
             why = _selinux.fix(self.module.run_command, decision)
             decision["fixed"] = why is None
@@ -237,12 +360,12 @@ class SglangSwitch(Base):
     def late_record(self, result, state_dir, unit):
         """A finished switch whose record was never kept (its controller was interrupted): keep it now, with the
         switch's own timings and, for the unit, the load systemd saw (start to active: the gate passed)."""
-        outcome = _files.read_json(_switch_outcome.outcome_path(state_dir)) or {}
-        plan = _files.read_json(_switch_outcome.plan_path(state_dir, outcome.get("id"))) or {}
-        if not (self.params["record"] and plan.get("record") and outcome.get("finished") and not outcome.get("error")
+        outcome = _files.read_json(_state_dir.outcome(state_dir)) or {}
+        plan = _files.read_json(_state_dir.plan(state_dir, outcome.get("id"))) or {}
+        if not (self.params["record"] and plan.get("record") and _switch_outcome.state(outcome) == OutcomeStates.FINISHED
                 and outcome.get("started_at") and "recorded" not in outcome):
             return
-        back = plan.get("target") == "capture"
+        back = plan.get("target") == Targets.CAPTURE
         result.update(_switch_outcome.summary(outcome), elapsed=outcome.get("seconds"))
         load = None
         if not back:
@@ -263,26 +386,34 @@ class SglangSwitch(Base):
         w = self.params["wait"]
         if w["api_key"]:
             self.redact = Redactor(flags=self.params.get("redact") or (), values=[w["api_key"]])
+        pid = outcome.get("pid_started")
         try:
-            server = _readiness.Server(w["url"], api_key=w["api_key"])
+            server = _readiness.Server(w["url"], api_key=w["api_key"], owner=lambda sock: _listeners.peer_problem(
+                sock, pid=pid) if back else _listeners.peer_problem(sock, unit=unit))
         except ValueError as e:
             self.failed(str(e), result)
+        if back and outcome.get("unit_started"):  # the rollback started the operator's unit that served before
+            unit, back = outcome["unit_started"], False
         what = "the captured command" if back else unit
         log_file = None
         # ready means: the ready path answers 200, the listener on the port is what was started (not a server
-        # that happens to hold the port), and, for the unit, systemd says active (its readiness gate passed)
+        # that happens to hold the port), and, for the unit, systemd says active (its readiness gate passed). The
+        # switch freed the port: another process holding it now means what was started cannot bind it
         if back:
-            pid = outcome.get("pid_started")
-            checks = [_procfs.process_alive(pid, _procfs.starttime(pid or 0)), _discover.SchedulerWatch(pid=pid).problem]
-            gates = [lambda: _discover.listener_problem(server.port, pid=pid)]
-            log_file = (_files.read_json(os.path.join(state_dir, "capture.json")) or {}).get("stdout")
+            checks = [_procfs.process_alive(pid, _procfs.starttime(pid or 0)), _family.SchedulerWatch(pid=pid).problem]
+            gates = [lambda: _listeners.listener_problem(server.port, pid=pid)]
+            whose = dict(pid=pid)
+            log_file = (_files.read_json(_state_dir.capture(state_dir)) or {}).get("stdout")
         else:
             try:
                 watch = _systemd.UnitWatch(self.module.run_command, unit)
             except Exception as e:  # pylint: disable=broad-except
                 self.failed("cannot watch unit %s: %s" % (unit, e), result, wait_failed=True)
-            checks = [watch.problem, _discover.SchedulerWatch(unit=unit).problem]
-            gates = [lambda: _discover.listener_problem(server.port, unit=unit), watch.active]
+            checks = [watch.problem, _family.SchedulerWatch(unit=unit).problem]
+            whose = dict(unit=unit)
+            gates = [lambda: _listeners.listener_problem(server.port, unit=unit), watch.active]
+        if server.is_local():
+            checks.append(lambda: _listeners.squatter(server.host, server.port, **whose))
         try:
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
                                   gates=gates)
@@ -302,7 +433,7 @@ class SglangSwitch(Base):
         run saw it), written where given["dir"] says, by one run only (nothing in check mode)."""
         rec = _record.switch_record(given, outcome, result, back, load)
         try:
-            files = _record.files(given["dir"], "rollback" if back else "cutover", rec) if given["dir"] else []
+            files = _record.files(given["dir"], Kinds.ROLLBACK if back else Kinds.CUTOVER, rec) if given["dir"] else []
             result["report"] = _record.report(rec)
         except ValueError as e:
             self.failed(str(e), result)
@@ -316,6 +447,10 @@ class SglangSwitch(Base):
             self.write_files(files, **result)
             claim.done(result["record_written"])
 
+    def taking(self, action):
+        """The names of the units the switch takes over with action."""
+        return [u["unit"] for u in self.units if u["action"] == action]
+
     def parsed(self, python, parsing):
         """The parser's refusal, or None (a warning when it could not check)."""
         said = _sglang_args.answer(parsing, python)
@@ -325,13 +460,15 @@ class SglangSwitch(Base):
         return said
 
     @staticmethod
-    def ask_version(exe):
-        """Start asking the unit's interpreter for sglang's version (about 0.1 s); None when there is no
+    def ask_version(exe, owner):
+        """Start asking the unit's interpreter, as owner, for sglang's version (about 0.1 s); None when there is no
         Python interpreter to ask."""
         if not exe or not os.path.basename(exe).startswith("python") or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             return None
-        return subprocess.Popen([exe, "-c", _FIND_SGLANG], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                                stderr=subprocess.PIPE, universal_newlines=True, close_fds=True)
+        try:
+            return owner.start([exe, "-c", _FIND_SGLANG])
+        except (OSError, subprocess.SubprocessError) as e:
+            return "%s cannot be run as %s: %s" % (exe, owner, e)
 
     @staticmethod
     def sglang_version(exe, asked):
@@ -342,11 +479,13 @@ class SglangSwitch(Base):
             return None, ["the unit's executable %s does not exist or is not executable" % exe]
         if asked is None:
             return None, []
+        if isinstance(asked, str):
+            return None, [asked]
         try:
             out, err = asked.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            asked.kill()
-            out, err = asked.communicate()
+            _owner.kill(asked)
+            out, err = "", "it did not answer within 120 s"
         if asked.returncode != 0:
             return None, ["%s cannot find the sglang package (rc %d%s)" % (
                 exe, asked.returncode, (": " + err.strip()[-300:]) if err.strip() else "")]

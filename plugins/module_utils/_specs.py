@@ -13,10 +13,30 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.inferops.sglang.plugins.module_utils._nvidia import DEFAULT_DEVICES
+from ansible_collections.inferops.sglang.plugins.module_utils._host.nvidia import DEFAULT_DEVICES
+from ansible_collections.inferops.sglang.plugins.module_utils._host.selection import DEFAULT_MAX_TARGETS
 
 # Flags whose value is masked in what a module returns (inferops.sglang.server.redact, or inferops.sglang.selection).
 REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
+
+# Which processes: process_kill, process_count and gpu_release (inferops.sglang.selection).
+SELECTION_SPEC = dict(
+    pid=dict(type="list", elements="raw"),
+    pattern=dict(type="str"),
+    user=dict(type="str"),
+    exclude=dict(type="list", elements="str", default=[]),
+    max_targets=dict(type="int", default=DEFAULT_MAX_TARGETS),
+    protect=dict(type="list", elements="str", default=[]),
+    unprotect=dict(type="list", elements="str", default=[]),
+    **REDACT_SPEC
+)
+
+# How they are stopped: process_kill and gpu_release (inferops.sglang.stop).
+STOP_SPEC = dict(
+    signal=dict(type="str", default="TERM"),
+    escalate=dict(type="str", default="KILL"),
+    grace=dict(type="float", default=30.0),
+)
 
 # The port that identifies a server: sglang_discover, sglang_switch, sglang_adopt (inferops.sglang.server).
 PORT_SPEC = dict(port=dict(type="int", default=30000))
@@ -33,6 +53,14 @@ TAKEOVER_SPEC = dict(
     state_dir=dict(type="path", default="/var/lib/inferops/cutover"),
     drain=dict(type="float", default=120.0),
     **DEVICES_SPEC
+)
+
+# What sglang_switch and sglang_adopt take over from what was there: the other units that could serve the port, and
+# the capture they keep (inferops.sglang.server.handover). The capture is JSON text: a dict option's every value
+# (its pid, its numbers) would be masked in all output as a secret.
+HANDOVER_SPEC = dict(
+    existing_units=dict(type="str", choices=["replace", "refuse"], default="replace"),
+    capture=dict(type="str", no_log=True),
 )
 
 # A unit's files as _unit.install puts them in place: sglang_unit's options, with the service's name and what to do
@@ -56,7 +84,7 @@ WAIT_SPEC = dict(
 )
 
 # A service's name without .service (an optional @instance), as sglang_switch, sglang_adopt and sglang_unit take it.
-UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?$"
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?\Z"
 
 
 def check_port(port, fail):

@@ -77,6 +77,7 @@ report:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_cutover_record import CutoverRecord
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import KINDS, Kinds
 
 
 def main():
@@ -84,7 +85,7 @@ def main():
         argument_spec=dict(
             dir=dict(type="path", required=True),
             record=dict(type="dict", required=True),
-            kind=dict(type="str", choices=["cutover", "rollback", "adopt"], default="cutover"),
+            kind=dict(type="str", choices=list(KINDS), default=Kinds.CUTOVER),
         ),
         supports_check_mode=True,
     )

@@ -188,8 +188,8 @@ elapsed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, STOP_SPEC, GpuRelease
-from ansible_collections.inferops.sglang.plugins.module_utils._specs import DEVICES_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_gpu_release import GpuRelease
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import DEVICES_SPEC, SELECTION_SPEC, STOP_SPEC
 
 
 def main():

@@ -46,7 +46,8 @@ options:
     description: The server's systemd unit; the wait fails as soon as it fails, stops or restarts.
     type: str
   log_file:
-    description: A log to quote the end of on failure, when there is no O(unit).
+    description: A log to quote the end of on failure, when there is no O(unit); read as the owner of its folder
+      (never a file that user could not read, never through a link at its last component).
     type: path
   lines:
     description: How many log lines to quote on failure.
@@ -123,10 +124,16 @@ endpoints:
   type: dict
   sample: {/ready: {status: 200, seconds: 0.002}, /v1/models: {status: 200, seconds: 0.003}}
 generated:
-  description: The text of the test generation.
+  description: The text of the test generation; it may be empty (a model whose first token ends the sequence).
   returned: when generate is true
   type: str
   sample: " OK"
+generated_tokens:
+  description: How many tokens the test generation produced (C(meta_info.completion_tokens)); at least 1.
+  returned: when generate is true
+  type: int
+  sample: 4
+  version_added: 0.2.0
 log_lines:
   description: The end of the unit's journal or of the log file, secrets masked.
   returned: on failure, with unit or log_file

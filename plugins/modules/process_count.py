@@ -100,7 +100,8 @@ elapsed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, ProcessCount
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_process_count import ProcessCount
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import SELECTION_SPEC
 
 
 def main():

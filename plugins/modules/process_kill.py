@@ -151,7 +151,8 @@ timings:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_processes import SELECTION_SPEC, STOP_SPEC, ProcessKill
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_process_kill import ProcessKill
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import SELECTION_SPEC, STOP_SPEC
 
 
 def main():

@@ -26,6 +26,11 @@ description:
     orphans included. When the server ends on its own (a crash, an OOM kill), it starts C(UNIT.service) - unless
     a switch of the port holds its lock.
   - The service itself is not installed here (M(inferops.sglang.sglang_unit) does, enabled and not started).
+  - Before the move, the other system units that could serve O(port) and are enabled or running (found as
+    M(inferops.sglang.sglang_switch) finds them), which would fight the service at its next start, are taken over
+    as the switch does with O(existing_units=replace) (backed up into the port's state folder, disabled, stopped), or
+    with O(existing_units=refuse) fail the module, nothing touched; and O(capture) is kept as C(capture.json) (mode
+    0600), what a rollback starts again.
   - A rerun finds the family in the scope and the watcher running, and does nothing.
 author: inferops.sglang maintainers (@inferops)
 extends_documentation_fragment:
@@ -33,6 +38,7 @@ extends_documentation_fragment:
   - inferops.sglang.server.redact
   - inferops.sglang.server
   - inferops.sglang.server.devices
+  - inferops.sglang.server.handover
 options:
   unit:
     description: The service that takes over at its next start (name without C(.service)); the scope and the
@@ -82,6 +88,7 @@ action:
     (the watcher started again) or V(none).
   returned: always
   type: str
+  choices: [none, adopt, attach, watch]
   sample: adopt
 began:
   description: When the module looked (seconds since the epoch).
@@ -129,16 +136,30 @@ in_scope:
   returned: when a server serves the port
   type: bool
   sample: true
+units:
+  description: The other system units that could serve O(port), each with what the adoption does to it (C(action)
+    V(replace), V(refuse) or V(leave); C(does) in words), as M(inferops.sglang.sglang_switch) returns them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{unit: sglang-kimi.service, unit_file_state: enabled, active_state: inactive, action: replace,
+            does: "backed up, disabled"}]
+units_taken:
+  description: The units the adoption took over, as C(units.json) in the port's state folder keeps them.
+  returned: when the adoption ran
+  type: list
+  elements: dict
+  sample: [{unit: sglang-kimi.service, action: replace, before: {UnitFileState: enabled, ActiveState: inactive}}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_adopt import SglangAdopt
-from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC, TAKEOVER_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import HANDOVER_SPEC, REDACT_SPEC, TAKEOVER_SPEC
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(TAKEOVER_SPEC, **REDACT_SPEC),
+        argument_spec=dict(TAKEOVER_SPEC, **dict(REDACT_SPEC, **HANDOVER_SPEC)),
         supports_check_mode=True,
     )
     SglangAdopt(module).run()

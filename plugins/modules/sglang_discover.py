@@ -22,8 +22,15 @@ description:
     family keeps them) and C(/etc/rc.local) or C(/etc/rc.d/rc.local) lines running C(sglang.launch_server) on
     this port or the wrapper's script.
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
-    What it returns is redacted, except RV(stored); O(capture_path) receives the full capture, secrets included,
-    mode 0600.
+    What it returns is redacted, except RV(stored), the full capture, secrets included, when O(capture_path) is
+    given. The module writes nothing - the capture is kept at O(capture_path) by the step that acts on the server,
+    once its preflight passed (M(inferops.sglang.sglang_switch)'s O(inferops.sglang.sglang_switch#module:capture),
+    M(inferops.sglang.sglang_adopt)'s O(inferops.sglang.sglang_adopt#module:capture)), so that a refused cutover
+    leaves none.
+  - Reports every system unit that could serve O(port) - its C(ExecStart), as its file and its drop-ins in C(/etc),
+    C(/run), C(/usr/local/lib), C(/lib) and C(/usr/lib) leave it, runs SGLang on the port (the default port when it
+    gives none), or its main process is the server - enabled, running or merely installed, and which one holds the
+    port; warns when the server runs under a service other than O(unit).
   - Finds the captured command's weight files (its C(--model-path) folder, relative to its cwd, or the hub cache
     snapshot a hub id resolves to under its C(HF_HUB_CACHE), C(HF_HOME) or C(HOME)) and measures how much of them
     the page cache holds (C(mincore)), against C(MemAvailable). With O(prewarm=auto) it reads what is not resident,
@@ -36,9 +43,9 @@ extends_documentation_fragment:
 options:
   capture_path:
     description:
-      - Where to keep the full capture (JSON, mode 0600, its folder 0700). Not written in check mode.
-      - Not written either when the server runs in O(unit), so that the capture keeps what ran before the cutover,
-        nor when what listens is not an SGLang server.
+      - Where the full capture is kept (JSON, mode 0600), read here, never written. With it, RV(stored) is the
+        capture this call takes, or the one kept there when it takes none - the server runs in O(unit), is adopted
+        (its capture was taken before its wrapper loop was stopped), or is not an SGLang server, or nothing listens.
     type: path
   unit:
     description: The service (name without C(.service)) that serves the port once migrated.
@@ -64,8 +71,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Discovers as usual; says whether the capture file would change, without writing it; measures the page
-      cache without warming it.
+    details: Discovers as usual (the module never writes); measures the page cache without warming it.
   diff_mode:
     support: none
   platform:
@@ -81,7 +87,7 @@ EXAMPLES = r"""
     port: 30000
   register: found
 
-- name: What runs on port 30000, its capture kept (the result's stored holds secrets, so no_log)
+- name: What runs on port 30000, with its full capture (the result's stored holds secrets, so no_log)
   inferops.sglang.sglang_discover:
     port: 30000
     capture_path: /var/lib/inferops/cutover/30000/capture.json
@@ -126,7 +132,8 @@ family:
   elements: dict
   sample: [{pid: 4250, cmdline: sglang::scheduler_TP0}]
 wrapper:
-  description: A supervisor that would start the server again, or null.
+  description: A supervisor that would start the server again, or null; C(note) says why its script was not read
+    (binary, not UTF-8, not a regular file).
   returned: when found
   type: dict
   sample: {pid: 4200, kind: shell loop, cmdline: "bash -c while true; do python -m sglang.launch_server ...; done"}
@@ -135,6 +142,17 @@ sglang:
   returned: when found
   type: bool
   sample: true
+multinode:
+  description:
+    - The server's place in an SGLang server spread over several hosts, read from its argv (C(--nnodes) > 1,
+      C(--node-rank), C(--dist-init-addr)), or null for a server of one host. C(role) is C(rank 0) (the API) or
+      C(rank >= 1) (schedulers and a dummy health check only, its port answers no C(/v1/models)); C(refusal) says
+      why the server is not cut over one host at a time.
+  returned: when found
+  type: dict
+  sample: {nnodes: 2, node_rank: 1, dist_init_addr: "10.0.0.1:20000", role: "rank >= 1",
+           refusal: "the server on port 30000 is rank 1 of a 2-node SGLang server (...), ..."}
+  version_added: 0.2.0
 disabled_launchers:
   description: Files holding boot launcher lines a cutover to O(unit) disabled (a rollback enables them again).
   returned: always
@@ -163,6 +181,21 @@ launchers:
   type: list
   elements: dict
   sample: [{path: /var/spool/cron/crontabs/root, lineno: 3, line: "@reboot /root/run-sglang.sh"}]
+launcher_notes:
+  description: Boot files skipped while looking for launchers (binary, not UTF-8, not a regular file), and why.
+  returned: always
+  type: list
+  elements: str
+  sample: ["skipped /etc/cron.d/tool is a binary file"]
+  version_added: 0.2.0
+url:
+  description:
+    - Where the server answers on this host, from its listening socket; a wildcard bind is reached on loopback, an IPv6
+      one (C(--host ::), which SGLang binds to IPv6 only) on C([::1]).
+  returned: when something listens on the port
+  type: str
+  sample: http://127.0.0.1:30000
+  version_added: 0.2.0
 model:
   description: The model the server serves (the first of its C(/v1/models), asked with its own C(--api-key)), or null
     when it does not answer within 5 s.
@@ -171,9 +204,9 @@ model:
   sample: meta-llama/Llama-3.1-70B-Instruct
 stored:
   description:
-    - The capture O(capture_path) holds after this call (or would hold, in check mode), SECRETS INCLUDED, or an
-      empty dict when there is none or O(capture_path) is not given (what a unit is made from). Register the task
-      with C(no_log) when you give O(capture_path).
+    - With O(capture_path), the capture this call takes, else the one kept there, SECRETS INCLUDED, or an empty dict
+      when there is none or O(capture_path) is not given (what a unit is made from, and what the switch keeps).
+      Register the task with C(no_log) when you give O(capture_path).
   returned: always
   type: dict
   sample: {argv: [python, -m, sglang.launch_server, --api-key, sk-...], cwd: /root, user: root}
@@ -193,6 +226,21 @@ model_files:
                   errors: []},
            summary: "model: 141 GB in 30 files, 41 % in the page cache, 1.1 TB available; warmed before the stop:
              83 GB read in 41.2 s (4 readers), 100 % resident after"}
+units:
+  description:
+    - Every system unit that could serve O(port), O(unit) included - C(unit), C(path) (its file), C(dropins),
+      C(files), C(exec_start) (secrets masked; null for a unit counted by its main process), C(unit_file_state),
+      C(active_state), C(main_pid), C(holds_port) (the server runs in it), C(managed) (it is O(unit)), C(ours) (it is
+      O(unit), written by P(inferops.sglang.systemd_unit#role)), C(fights) (enabled or running) and a C(summary) line.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{unit: sglang-kimi.service, path: /etc/systemd/system/sglang-kimi.service, dropins: [],
+            exec_start: "/opt/sglang/venv/bin/python -m sglang.launch_server --port 30000",
+            unit_file_state: enabled, active_state: inactive, main_pid: 0, holds_port: false, managed: false,
+            ours: false, fights: true,
+            summary: "sglang-kimi.service (/etc/systemd/system/sglang-kimi.service, enabled, inactive)"}]
+  version_added: 0.2.0
 capture:
   description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
   returned: when found

@@ -14,7 +14,11 @@ short_description: Apply local fixes to the installed SGLang package, strictly, 
 version_added: 0.1.0
 description:
   - Reads the installed sglang's version and location from the venv's interpreter through package metadata
-    (never C(import sglang), which may not import without a GPU).
+    (never C(import sglang), which may not import without a GPU). The interpreter runs as the venv's owner (the
+    owner of the folder above its C(bin/)), with a clean environment; the venv's files are read and written by that
+    owner too, never through a link. A root-owned venv that another user can change (the interpreter, the venv,
+    its site-packages, their C(.pth) files, the sglang package) is refused, and so is a package location outside
+    the venv once its links are resolved.
   - Applies each unified diff strictly (context must match exactly, no fuzz), all files of a patch or none
     (temp file and rename), keeping the original of every file it changes in O(backup_dir).
   - A patch already in (its reverse applies) is not applied again. A patch that neither applies nor is in fails,
@@ -39,7 +43,7 @@ options:
     required: true
     suboptions:
       name:
-        description: A name, also the backup folder's.
+        description: A name (letters, digits, C(.), C(_), C(-)), also the backup folder's.
         type: str
         required: true
       diff:
@@ -62,7 +66,8 @@ options:
     choices: [applied, reverted]
     default: applied
   backup_dir:
-    description: Where the originals are kept, one folder per patch.
+    description: Where the originals are kept (root's), one folder per venv (a key of its resolved path), then one
+      per patch; the originals of one venv are never put into another.
     type: path
     required: true
   record_path:

@@ -17,8 +17,21 @@ description:
     server; no process outside its family listens there; no process outside its family holds its GPUs, unless
     O(release_strays); O(executable) exists and finds the C(sglang) package; the unit is installed; where SELinux
     is enforcing, O(executable) has a type systemd runs (else its folder is labelled C(bin_t) with C(semanage
-    fcontext) and C(restorecon) when they are there, or the module fails saying what to run).
+    fcontext) and C(restorecon) when they are there, no other user than root can change where O(executable) leads,
+    and the preflight found nothing else; otherwise the module fails saying what to run).
     Protected daemons (C(nvidia-persistenced) and the like) are listed and never touched.
+  - The preflight also finds every system unit that could serve O(port) - its C(ExecStart), as its file and its
+    drop-ins in C(/etc), C(/run), C(/usr/local/lib), C(/lib) and C(/usr/lib) leave it, runs SGLang on the port (the
+    default port when it gives none), or its main process is the server - whether it is enabled, running or merely
+    installed. With O(existing_units=replace) each one that is enabled or running is taken over once the preflight
+    passed - its file and drop-ins backed up into the port's state folder (C(units/), listed in C(units.json)), the
+    unit disabled, and stopped (by the switch itself when it runs the server); one that is neither is left as it is.
+    O(existing_units=refuse) fails the preflight, listing them. A file of O(unit)'s own name that the operator wrote is
+    backed up before the unit replaces it, and RV(units) says what changes in it. A rollback (O(target=capture)) puts
+    every unit taken over back as it was, enabled again where it was, and starts the one that ran the server.
+  - Nothing is written, installed or enabled before the preflight passed, free space included - the state folder
+    and the unit's folders writable, with room for what goes there; a refused switch changes nothing and reports
+    C(changed=false).
   - B(Switch), as one process on the host, detached from the controller (a transient systemd unit started with
     C(systemd-run); a new session where systemd is not PID 1) and holding a lock (one switch per port). It stops a
     wrapper loop that would respawn the server; stop the family in mixed mode (SIGTERM to the server so it drains,
@@ -34,16 +47,17 @@ description:
     It fails fast when the unit fails or restarts, or the captured command exits, quoting the end of its log, and
     the failure says RV(wait_failed) - the switch itself completed.
   - With O(record), once the server serves, the record of the switch (O(record.data) completed with the steps, the
-    downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to
-    O(record.dir) as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the folder 0700); the
-    same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's - whichever run reports
+    downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to the port's
+    state folder O(state_dir)/PORT/ as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the
+    folder 0700); the same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's - whichever run reports
     the switch first keeps it (the run that switched, one that joined it, or a rerun after the controller was
     interrupted, which finds the switch finished without its record and keeps it with the switch's own timings).
-  - With O(install), first of all the unit, its environment file and its readiness gate are put in place as
-    M(inferops.sglang.sglang_unit) does (verified with C(systemd-analyze verify) when the unit changed - a rejected
-    unit fails the module with nothing written and nothing stopped -, written when they differ, enabled, the
-    daemon reloaded); in check mode they are only compared (diff mode shows them, the environment masked). When
-    the unit serves the port and what it runs changed, the switch restarts it as with O(restart).
+  - With O(install), the unit, its environment file and its readiness gate are compared and verified first (with
+    C(systemd-analyze verify) when the unit changed - a rejected unit fails the module with nothing written and
+    nothing stopped), then, once the preflight passed, put in place as M(inferops.sglang.sglang_unit) does (written
+    when they differ, enabled, the daemon reloaded); in check mode they are only compared (diff mode shows them, the
+    environment masked, and what the switch does to each unit that could serve the port). When the unit serves the
+    port and what it runs changed, the switch restarts it as with O(restart).
   - When the unit already serves the port, nothing happens unless O(restart) (the cutover sets it when the unit,
     its environment or the venv changed), the unit is stopped (its own drain budget) and started again the same way.
 author: inferops.sglang maintainers (@inferops)
@@ -52,6 +66,7 @@ extends_documentation_fragment:
   - inferops.sglang.server.redact
   - inferops.sglang.server
   - inferops.sglang.server.devices
+  - inferops.sglang.server.handover
   - inferops.sglang.unit_files.suboptions
   - inferops.sglang.wait.suboptions
 options:
@@ -68,14 +83,21 @@ options:
     type: float
     default: 120
   release_strays:
-    description: Stop processes outside the family that hold the server's GPUs, instead of failing preflight.
+    description:
+      - Stop processes outside the family that hold the server's GPUs, instead of failing preflight.
+      - The server's GPUs are the ones its schedulers hold (the C(sglang::scheduler*) members, and those nvidia-smi
+        lists with a CUDA context), as the preflight found them before anything ran; no stray on another GPU is
+        stopped.
     type: bool
     default: false
   target:
     description:
       - V(unit) switches to the unit. V(capture) switches back (a rollback) - stops the unit, verifies zero,
         releases the GPUs and starts the captured command (its wrapper loop when it had one) exactly as it ran
-        (argv, environment, working directory, user, log file), in a session of its own as nohup left it.
+        (argv, environment, working directory, user, log file), in a session of its own as nohup left it. It runs
+        as the captured uid and gid (a wrapper loop's own, not the server's), and enters its working directory and
+        opens its log as that user - appending, never through a link, a regular file of theirs only (else its
+        output goes to C(/dev/null)).
     type: str
     choices: [unit, capture]
     default: unit
@@ -92,9 +114,27 @@ options:
         C(python -m sglang.launch_server) or C(sglang serve), the preflight parses its arguments with the installed
         SGLang's own argument parser, run by the server's interpreter (parse only, no GPU visible, a time limit) - an
         unknown, removed or ambiguous flag fails the preflight with argparse's message, before anything is stopped.
+      - The parse needs no secret's value; give it with its secrets masked (P(inferops.sglang.redact_argv#filter),
+        as the cutover role does), so that none reaches the module's arguments. Secrets it still holds (the values of
+        C(--api-key) and the other secret flags, and of any prefix argparse takes for them) are masked in the
+        module's result and in the arguments it returns.
     type: list
     elements: str
     default: []
+    version_added: 0.2.0
+  user:
+    description:
+      - The unit's C(User=) (a name or a number). The preflight's questions to the unit's interpreter (SGLang's
+        version, the argument parse) run as this user and O(group), with its own groups, a clean environment
+        (C(PATH) of the system's folders, its C(HOME), C(LANG=C.UTF-8)) and no way back to root. As root (the
+        default) they run only when no other user can change the interpreter, its venv, its site-packages, their
+        C(.pth) files or the sglang package; otherwise they are skipped with a warning naming the path and its owner.
+    type: str
+    default: root
+    version_added: 0.2.0
+  group:
+    description: The unit's C(Group=); default the primary group of O(user).
+    type: str
     version_added: 0.2.0
   timeout:
     description: Seconds to wait for the switch (it goes on on the host after that). Default O(drain) + 120.
@@ -119,9 +159,11 @@ options:
         description: What the controller knows of the cutover (secrets masked); its keys are kept.
         type: dict
         required: true
-      dir:
-        description: The port's state folder, where the record's files go. Without it the record is only returned.
-        type: path
+      write:
+        description: Write the record's files to the port's state folder, O(state_dir)/PORT/. With V(false) the record
+          is only returned.
+        type: bool
+        default: true
 attributes:
   check_mode:
     support: full
@@ -160,7 +202,6 @@ EXAMPLES = r"""
       generate: true
       timeout: 960
     record:
-      dir: /var/lib/inferops/cutover/30000
       data: {host: gpu-01, port: 30000, unit: sglang.service}
   register: switched
 """
@@ -171,6 +212,7 @@ action:
     captured command), V(join) (a switch was in progress) or V(none).
   returned: always
   type: str
+  choices: [none, switch, restart, start, rollback, join]
   sample: switch
 preflight:
   description: What is on the port (owner V(adhoc), V(unit) or null), the server, its family, a wrapper, its GPUs,
@@ -227,6 +269,27 @@ started_at:
   returned: when the switch ran
   type: float
   sample: 1796000000.5
+units:
+  description:
+    - Every other system unit that could serve O(port) (its file, drop-ins, C(unit_file_state), C(active_state),
+      C(main_pid), C(holds_port), C(summary)), with what the switch does to it - C(action) V(replace), V(rewrite)
+      (the operator's own file of O(unit)'s name; C(changed) says what changes in it), V(refuse) or V(leave), and
+      C(does) in words.
+  returned: with O(target=unit)
+  type: list
+  elements: dict
+  sample: [{unit: sglang-kimi.service, path: /etc/systemd/system/sglang-kimi.service, unit_file_state: enabled,
+            active_state: inactive, action: replace, does: "backed up, disabled"}]
+  version_added: 0.2.0
+units_taken:
+  description: The units the switch took over (C(unit), C(action), C(files), C(backups), C(before) - their state as it
+    was -, C(serves)), as C(units.json) in the port's state folder keeps them for a rollback.
+  returned: when the preflight passed
+  type: list
+  elements: dict
+  sample: [{unit: sglang-kimi.service, action: replace, files: [/etc/systemd/system/sglang-kimi.service],
+            before: {UnitFileState: enabled, ActiveState: inactive}, serves: false}]
+  version_added: 0.2.0
 installed:
   description: What O(install) found and did, as M(inferops.sglang.sglang_unit) returns it (C(changed_files),
     C(checksum), C(environment_names), C(reloaded), C(enabled_changed), C(seconds)...).
@@ -244,23 +307,30 @@ model:
   type: str
   sample: meta-llama/Llama-3.1-8B-Instruct
 generated:
-  description: The answer to the test generation.
+  description: The answer to the test generation; it may be empty (a model whose first token ends the sequence).
   returned: with O(wait.generate), when the server served
   type: str
   sample: OK
+generated_tokens:
+  description: How many tokens the test generation produced (C(meta_info.completion_tokens)); at least 1.
+  returned: with O(wait.generate), when the server served
+  type: int
+  sample: 4
+  version_added: 0.2.0
 wait_failed:
   description: True when the switch completed but what it started did not serve (the module failed).
   returned: when the wait failed
   type: bool
   sample: true
 log_lines:
-  description: The end of the unit's journal (or the captured command's log) when the wait failed; secrets masked.
+  description: The end of the unit's journal (or the captured command's log, read as the owner of its folder) when
+    the wait failed; secrets masked.
   returned: when the wait failed
   type: list
   elements: str
   sample: ["RuntimeError: CUDA out of memory"]
 record:
-  description: The record of the switch, as written to O(record.dir).
+  description: The record of the switch, as written to the port's state folder.
   returned: with O(record), when the server served
   type: dict
   sample: {action: switch, port: 30000, downtime_switch_sec: 5.3, load_sec: 412.7}
@@ -279,7 +349,9 @@ record_written:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
-from ansible_collections.inferops.sglang.plugins.module_utils._specs import REDACT_SPEC, TAKEOVER_SPEC, UNIT_FILES_SPEC, WAIT_SPEC
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import (
+    HANDOVER_SPEC, REDACT_SPEC, TAKEOVER_SPEC, UNIT_FILES_SPEC, WAIT_SPEC)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Targets
 
 
 def main():
@@ -287,18 +359,20 @@ def main():
         argument_spec=dict(
             TAKEOVER_SPEC,
             release_strays=dict(type="bool", default=False),
-            target=dict(type="str", choices=["unit", "capture"], default="unit"),
+            target=dict(type="str", choices=[Targets.UNIT, Targets.CAPTURE], default=Targets.UNIT),
             restart=dict(type="bool", default=False),
             executable=dict(type="path"),
             command=dict(type="list", elements="str", default=[]),
+            user=dict(type="str", default="root"),
+            group=dict(type="str"),
             timeout=dict(type="float"),
             install=dict(type="dict", options=UNIT_FILES_SPEC),
             wait=dict(type="dict", options=dict(WAIT_SPEC, url=dict(type="str", required=True), model=dict(type="str"))),
             record=dict(type="dict", options=dict(
                 data=dict(type="dict", required=True),
-                dir=dict(type="path"),
+                write=dict(type="bool", default=True),
             )),
-            **REDACT_SPEC
+            **dict(REDACT_SPEC, **HANDOVER_SPEC)
         ),
         supports_check_mode=True,
     )

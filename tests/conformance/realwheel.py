@@ -13,6 +13,11 @@ SERVER_ARGS = "sglang/srt/server_args.py"
 SCHEDULER = "sglang/srt/managers/scheduler.py"
 DP_CONTROLLER = "sglang/srt/managers/data_parallel_controller.py"
 DETOKENIZER = "sglang/srt/managers/detokenizer_manager.py"
+ENGINE = "sglang/srt/entrypoints/engine.py"
+COMMON = "sglang/srt/utils/common.py"
+TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
+# where each version builds the schedulers' torch.distributed init (model_runner until 0.5.15, bootstrap in 0.5.23)
+DIST_INIT = ("sglang/srt/model_executor/model_runner.py", "sglang/srt/distributed/bootstrap.py")
 
 # argparse actions that take no value, by name (a class action is looked up in the wheel)
 _NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "count", "help", "version"}
@@ -75,6 +80,94 @@ class RealWheel:
         if not out:
             raise WheelShapeError("%s: no @app route decorators" % HTTP_SERVER)
         return out
+
+    # --- several nodes -------------------------------------------------------------------
+    def dummy_health_routes(self):
+        """(paths, guarded) of launch_dummy_health_check_server in utils/common.py: the `@app.get` paths of the app it
+        builds, and whether it adds the --api-key middleware."""
+        func = self._function(COMMON, "launch_dummy_health_check_server")
+        paths = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.AsyncFunctionDef) or isinstance(node, ast.FunctionDef):
+                for dec in node.decorator_list:
+                    if (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "get"
+                            and isinstance(dec.func.value, ast.Name) and dec.func.value.id == "app"):
+                        paths.add(dec.args[0].value)
+        if not paths:
+            raise WheelShapeError("%s: launch_dummy_health_check_server has no @app.get routes" % COMMON)
+        guarded = any(isinstance(n, ast.Name) and n.id == "add_api_key_middleware" for n in ast.walk(func))
+        return paths, guarded
+
+    def follower_block(self):
+        """What engine.py does for `if <...>.node_rank >= 1:` (the block before the detokenizer's launch): a dict with
+        `dummy_health` (it calls launch_dummy_health_check_server), `returns` (it returns before the detokenizer and
+        tokenizer manager), `sigterm_handler` (it installs a SIGTERM handler), `line` (where it starts)."""
+        blocks = [n for n in ast.walk(self.tree(ENGINE)) if isinstance(n, ast.If) and _is_node_rank_ge_1(n.test)]
+        if len(blocks) != 1:
+            raise WheelShapeError("%s: %d `node_rank >= 1` blocks, not one" % (ENGINE, len(blocks)))
+        block = blocks[0]
+        inside = [n for stmt in block.body for n in ast.walk(stmt)]
+        calls = {_call_name(n) for n in inside if isinstance(n, ast.Call)}
+        sigterm = any(isinstance(n, ast.Call) and _call_name(n) == "signal" and n.args
+                      and isinstance(n.args[0], ast.Attribute) and n.args[0].attr == "SIGTERM" for n in inside)
+        return {"dummy_health": "launch_dummy_health_check_server" in calls,
+                "returns": isinstance(block.body[-1], ast.Return), "sigterm_handler": sigterm, "line": block.lineno}
+
+    def follower_returns_from_launch_server(self):
+        """Whether http_server.py's launch_server returns for a rank >= 1 once its schedulers ended (`if <...>.node_rank
+        >= 1: return`) instead of going on to the API server."""
+        func = self._function(HTTP_SERVER, "launch_server")
+        return any(isinstance(n, ast.If) and _is_node_rank_ge_1(n.test) and isinstance(n.body[0], ast.Return)
+                   for n in ast.walk(func))
+
+    def shutdown_broadcast(self):
+        """Whether the tokenizer manager's stop sends ShutdownReq to the schedulers (which rank 0's scheduler hands to
+        every TP rank, the other nodes' included): `self._dispatch_to_scheduler(ShutdownReq())`."""
+        return any(isinstance(n, ast.Call) and _call_name(n) == "_dispatch_to_scheduler" and n.args
+                   and isinstance(n.args[0], ast.Call) and _call_name(n.args[0]) == "ShutdownReq"
+                   for n in ast.walk(self.tree(TOKENIZER_MANAGER)))
+
+    def dist_timeout_passed(self):
+        """Where init_distributed_environment(..., timeout=<...>.dist_timeout) is called: [(file, line)]."""
+        found = []
+        for name in DIST_INIT:
+            if name not in self.names:
+                continue
+            for n in ast.walk(self.tree(name)):
+                if isinstance(n, ast.Call) and _call_name(n) == "init_distributed_environment":
+                    kw = {k.arg: k.value for k in n.keywords}
+                    if isinstance(kw.get("timeout"), ast.Attribute) and kw["timeout"].attr == "dist_timeout":
+                        found.append((name, n.lineno))
+        return found
+
+    def scheduler_exception_sigquits_parent(self):
+        """Whether run_scheduler_process's `except Exception` sends SIGQUIT to its parent, and the launch-phase handler
+        for it kills the whole tree with the process itself (`kill_process_tree(os.getpid())`, include_parent
+        defaulting to True)."""
+        run = self._function(SCHEDULER, "run_scheduler_process")
+        sigquit = any(isinstance(h, ast.ExceptHandler) and any(
+            isinstance(c, ast.Call) and _call_name(c) == "send_signal" and c.args
+            and isinstance(c.args[0], ast.Attribute) and c.args[0].attr == "SIGQUIT" for c in ast.walk(h))
+            for h in ast.walk(run))
+        handler = self._function(ENGINE, "launch_phase_sigquit_handler")
+        kills_itself = any(isinstance(c, ast.Call) and _call_name(c) == "kill_process_tree" and len(c.args) == 1
+                           and not c.keywords for c in ast.walk(handler))
+        return sigquit and kills_itself
+
+    def tp_rank_range_per_node(self):
+        """Whether the schedulers' launch gives each node `range(tp_size_per_node * (node_rank % nnodes_per_tp_group),
+        tp_size_per_node * (node_rank % nnodes_per_tp_group + 1))`."""
+        text = re.sub(r"\s+", " ", self.text(ENGINE))
+        rank = r"(?:server_args\.)?node_rank"
+        return bool(re.search(r"range\( ?tp_size_per_node \* \(%s %% nnodes_per_tp_group\), ?tp_size_per_node \* "
+                              r"\(%s %% nnodes_per_tp_group \+ 1\),? ?\)" % (rank, rank), text))
+
+    def _function(self, name, func):
+        hits = [n for n in ast.walk(self.tree(name))
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func]
+        if not hits:
+            raise WheelShapeError("%s: no function %s" % (name, func))
+        return hits[0]
 
     def api_key_open_prefixes(self):
         """Path prefixes the --api-key middleware lets through without a key.
@@ -349,3 +442,15 @@ def _argparse_dest(names):
     """argparse's own dest: the first long option string, dashes stripped, inner dashes to underscores."""
     longs = [n for n in names if n.startswith("--")]
     return (longs or list(names))[0].lstrip("-").replace("-", "_")
+
+
+def _call_name(call):
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _is_node_rank_ge_1(test):
+    """`server_args.node_rank >= 1` or `get_parallel().node_rank >= 1`."""
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "node_rank"
+            and len(test.ops) == 1 and isinstance(test.ops[0], ast.GtE) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == 1)

@@ -13,10 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _text(x):
     text = " ".join(x) if isinstance(x, list) else str(x or "")
-    # ansible-doc's markup: C() V() O() RV() E() P() M() I() as code, L(text,url) and U(url) as links
+    # ansible-doc's markup: C() V() O() RV() E() P() M() I() as code (P(FQCN#type) as the FQCN), L(text,url) and
+    # U(url) as links
     text = re.sub(r"\bL\(([^,)]*),\s*([^)]*)\)", r"[\1](\2)", text)
     text = re.sub(r"\bU\(([^)]*)\)", r"<\1>", text)
-    return re.sub(r"\b(?:RV|[CVOIPEM])\(([^)]*)\)", r"`\1`", text)
+    return re.sub(r"\b(?:RV|[CVOIPEM])\(([^)#]*)(?:#[a-z_]+)?\)", r"`\1`", text)
 
 
 def _default(opt):

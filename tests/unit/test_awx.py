@@ -109,4 +109,49 @@ def test_every_awx_task_uses_only_the_module_s_documented_options():
     plays = yaml.safe_load((ROOT / "awx" / "configure.yml").read_text())
     cutover = [t for t in plays[0]["vars"]["awx_templates"] if t["survey"] == "cutover"][0]
     assert cutover["job_slice_count"] == 1 and cutover["extra_vars"] == {}  # an extra var would beat a blank answer's default
-    assert [t["playbook"] for t in plays[0]["vars"]["awx_templates"]] == ["playbooks/%s.yml" % n for n in ("cutover", "rollback", "status")]
+    assert [t["playbook"] for t in plays[0]["vars"]["awx_templates"]] == ["playbooks/%s.yml" % n for n in (
+        "cutover", "cutover", "rollback", "status")]
+    assert used["awx.awx.job_template"]["job_type"] == "{{ item.job_type }}"
+    assert used["awx.awx.job_template"]["diff_mode"] == "{{ item.diff_mode }}"
+    for template in plays[0]["vars"]["awx_templates"]:
+        assert template["job_type"] in docs["awx.awx.job_template"]["doc"]["options"]["job_type"]["choices"]
+
+
+def templates():
+    import yaml  # pylint: disable=import-outside-toplevel
+    return yaml.safe_load((ROOT / "awx" / "configure.yml").read_text())[0]["vars"]["awx_templates"]
+
+
+def test_the_look_first_template_runs_the_cutover_in_check_mode_with_diff():
+    """The README's first step, --check --diff, from AWX: the cutover's playbook and survey, job type check."""
+    check = [t for t in templates() if t["job_type"] == "check"]
+    assert [(t["playbook"], t["survey"], t["diff_mode"]) for t in check] == [("playbooks/cutover.yml", "cutover", True)]
+    assert [t["name"] for t in templates() if t["job_type"] == "run"] == [
+        "inferops.sglang cutover", "inferops.sglang rollback", "inferops.sglang status"]
+    assert len(set(t["name"] for t in templates())) == len(templates())
+
+
+def test_awx_project_holds_what_the_templates_and_the_inventory_source_name():
+    """awx/project/ is the root of the git repository AWX checks out: each template's playbook and the inventory
+    source's file are there. No requirements file: the collection comes with the execution environment (one in the
+    project would install a second copy ahead of it)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    project = ROOT / "awx" / "project"
+    for template in templates():
+        assert (project / template["playbook"]).is_file(), template["playbook"]
+    source = yaml.safe_load((ROOT / "awx" / "configure.yml").read_text())[0]["vars"]["awx_inventory_source_path"]
+    inventory = yaml.safe_load((project / source).read_text())
+    assert inventory["all"]["children"]["sglang_servers"]["hosts"]
+    assert not [p for p in ("requirements.yml", "collections/requirements.yml") if (project / p).exists()]
+
+
+def test_awx_requirements_declare_every_collection_configure_yml_uses_at_the_version_tested():
+    import yaml  # pylint: disable=import-outside-toplevel
+    declared = dict((c["name"], c["version"]) for c in
+                    yaml.safe_load((ROOT / "awx" / "requirements.yml").read_text())["collections"])
+    tasks = [t for play in yaml.safe_load((ROOT / "awx" / "configure.yml").read_text()) for t in play["tasks"]]
+    used = set(".".join(k.split(".")[:2]) for t in tasks for k in t if k.count(".") == 2) - {"ansible.builtin"}
+    assert used == set(declared) == {"awx.awx"}
+    tested = json.loads((ROOT / ".cache" / "collections" / "ansible_collections" / "awx" / "awx" / "MANIFEST.json")
+                        .read_text())["collection_info"]["version"]
+    assert declared["awx.awx"] == ">=%s" % tested

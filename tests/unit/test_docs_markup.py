@@ -59,3 +59,15 @@ def test_role_readme_shows_no_raw_markup(role):
 def test_the_check_finds_raw_markup():
     assert RAW.findall("see M(inferops.sglang.bench), V(), O(port) and RV(stored)") == [
         "M(inferops.sglang.bench)", "V()", "O(port)", "RV(stored)"]
+
+
+def test_module_references_name_modules_and_role_references_roles():
+    """M() is for modules; a role is P(FQCN#role) (R() links a heading of the Ansible docsite)."""
+    modules = set(names("modules", ".py"))
+    role_names = set("inferops.sglang." + r.name for r in roles())
+    docs = list((ROOT / "plugins").rglob("*.py")) + list((ROOT / "plugins").rglob("*.yml")) + \
+        [r / "meta" / "argument_specs.yml" for r in roles()]
+    text = "\n".join(d.read_text() for d in docs)
+    assert set(re.findall(r"\bM\((inferops\.sglang\.\w+)\)", text)) <= modules
+    referenced = set(re.findall(r"\bP\((inferops\.sglang\.\w+)#role\)", text))
+    assert referenced and referenced <= role_names

@@ -38,12 +38,14 @@ def test_readme_is_generated_from_the_specs(role):
     assert (role / "README.md").read_text() == render(role), "run `make readmes`"
 
 
-# The cutover role: each stage is a task file named for it (STAGE.yml, STAGE_PART.yml), whose tasks' names start with
-# the stage (docs/cutover.md); an entry point's file is named for the entry point.
+# The cutover role: each stage is a task file named for it (STAGE.yml, STAGE_PART.yml; a mode's in its folder,
+# tasks/MODE/, whose main.yml holds the mode's stages), whose tasks' names start with the stage (docs/cutover.md); an
+# entry point's file is named for the entry point.
 CUTOVER = ROLES[[r.name for r in ROLES].index("cutover")]
-STAGES = {"discover": "Discover", "adopt": "Adopt", "prepare": "Prepare", "preflight": "Preflight", "switch": "Switch",
-          "adopt_in_place": "Adopt in place", "wait_and_verify": "Wait and verify", "record": "Record",
-          "rollback": "Rollback", "rollback_playbook": "Rollback on purpose", "status": "Status"}
+STAGES = {"discover": "Discover", "plan": "Plan", "prepare": "Prepare", "preflight": "Preflight", "switch": "Switch",
+          "wait_and_verify": "Wait and verify", "bench": "Bench", "venv": "Venv", "record": "Record",
+          "rollback": "Rollback", "rollback_on_purpose": "Rollback on purpose", "status": "Status"}
+MODES = {"adopt": ["Adopt in place"], "switch": ["Preflight", "Switch", "Wait and verify", "Rollback", "Record"]}
 
 
 def tasks(items):
@@ -54,24 +56,45 @@ def tasks(items):
 
 
 def task_files():
-    return sorted(p for p in (CUTOVER / "tasks").glob("*.yml") if p.stem != "main")
+    return sorted(p for p in (CUTOVER / "tasks").rglob("*.yml") if p != CUTOVER / "tasks" / "main.yml")
 
 
-@pytest.mark.parametrize("path", task_files(), ids=lambda p: p.name)
+def named_for(path):
+    return [t["name"] for t in tasks(load(path))]
+
+
+@pytest.mark.parametrize("path", task_files(), ids=lambda p: str(p.relative_to(CUTOVER / "tasks")))
 def test_a_cutover_task_file_holds_tasks_of_the_stage_it_is_named_for(path):
-    stage = STAGES[max((k for k in STAGES if path.stem == k or path.stem.startswith(k + "_")), key=len)]
-    names = [t["name"] for t in tasks(load(path))]
-    assert names and [n for n in names if not (n == stage or n.startswith(stage + " - "))] == []
+    if path.name == "main.yml":
+        stages = MODES[path.parent.name]
+    else:
+        stages = [STAGES[max((k for k in STAGES if path.stem == k or path.stem.startswith(k + "_")), key=len)]]
+    names = named_for(path)
+    assert names and [n for n in names if not any(n == s or n.startswith(s + " - ") for s in stages)] == []
+
+
+def test_the_mode_is_decided_once_at_its_include():
+    """tasks/main.yml asks cutover_mode once, in the include of the mode's folder; no other task file, the internal
+    variables and no template ask it again."""
+    main = load(CUTOVER / "tasks" / "main.yml")
+    asking = [t for t in tasks(main) if "cutover_mode" in yaml.safe_dump(t)]
+    assert [t.get("ansible.builtin.include_tasks") for t in asking] == ["{{ cutover_mode }}/main.yml"]
+    assert sorted(p.name for p in (CUTOVER / "tasks").iterdir() if p.is_dir()) == sorted(MODES)
+    others = task_files() + [CUTOVER / "vars" / "main.yml"] + sorted((CUTOVER / "templates").glob("*"))
+    counts = dict((str(p.relative_to(CUTOVER)), p.read_text().count("cutover_mode")) for p in others if p.is_file())
+    assert counts and set(counts.values()) == {0}, counts
 
 
 def test_the_cutover_s_facts_are_set_once_and_its_registered_results_carry_one_prefix():
     set_in, registered = {}, []
-    for path in sorted((CUTOVER / "tasks").glob("*.yml")):
+    for path in sorted((CUTOVER / "tasks").rglob("*.yml")):
         for t in tasks(load(path)):
             for name in t.get("ansible.builtin.set_fact", {}):
-                set_in.setdefault(name, []).append(path.name)
+                set_in.setdefault(name, []).append(str(path.relative_to(CUTOVER / "tasks")))
             if "register" in t:
                 registered.append(t["register"])
+    # each mode's folder leaves what the record stage reads (_cutover_done), once
+    assert sorted(set_in.pop("_cutover_done")) == ["adopt/main.yml", "switch/main.yml"]
     assert all(n.startswith("_cutover_") for n in set_in) and all(len(v) == 1 for v in set_in.values()), set_in
     assert registered and all(n.startswith("__cutover_") for n in registered), registered
     internal = (CUTOVER / "vars" / "main.yml").read_text()

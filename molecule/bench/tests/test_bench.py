@@ -37,3 +37,11 @@ def test_slower_service_trips_the_gate_and_the_old_server_serves_again(host):
     rec = record(host)
     assert rec["action"] == "rollback" and "slower than the old server" in rec["failure"]
     assert host.check_output("systemctl is-enabled sglang-30000.service || true") == "disabled"
+
+
+def test_the_client_never_ran_as_root(host):
+    """The venv's .pth logged the uid of every interpreter of it: each run of sglang.bench_serving (and the look for
+    it) ran as nobody, the venv being root's; the server and the switch's probes, root's, are not the client."""
+    lines = [line.split(" ", 1) for line in host.file("/tmp/inferops-pth-log").content_string.splitlines()]
+    client = [uid for uid, argv in lines if "--backend sglang" in argv or "sglang.bench_serving" in argv]
+    assert client and set(client) == {"65534"}, lines

@@ -1,6 +1,7 @@
 """After the cutover, read on each host: processes, /proc cmdline and environ, unit files, HTTP answers, the
 records; decoys untouched; no api key where it must not be; then the host restarts and serves again, once."""
 import base64
+import importlib.util
 import json
 import os
 import subprocess
@@ -8,11 +9,19 @@ import time
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# The record reference's parser (tests/tools/record_fields.py), loaded by its path: `tests` here is this folder.
+_SPEC = importlib.util.spec_from_file_location("record_fields", os.path.join(ROOT, "tests", "tools", "record_fields.py"))
+record_fields = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(record_fields)
 
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_DIRECTORY", os.path.dirname(os.path.dirname(__file__)))
 V = yaml.safe_load(open(os.path.join(SCENARIO, "vars", "scenario.yml")))
 UNIT = "sglang-30000.service"
 STATE = "/var/lib/inferops/cutover/30000"
+METRICS = "/var/lib/node_exporter/textfile_collector"
 
 # Inside the host: the status of a GET (with the api key where the host has one).
 GET = r'''
@@ -120,6 +129,35 @@ def test_capture_and_records(host):
     assert "# Cutover of port 30000" in report and "downtime" in report
     switch = json.loads(host.file(STATE + "/switch.json").content_string)
     assert switch["finished"] and switch["error"] is None
+
+
+def test_every_field_of_the_record_is_in_the_record_reference(host):
+    """docs/record.md documents every field this run's record holds, and this record holds each of its fields."""
+    text = host.file(STATE + "/last.json").content_string
+    kept = os.path.join(ROOT, "tests", "output", "records")  # the reference's example is such a record
+    os.makedirs(kept, exist_ok=True)
+    with open(os.path.join(kept, "cutover-%s.json" % name(host)), "w") as f:
+        f.write(text)
+    record, fields = json.loads(text), record_fields.documented()["cutover"]
+    assert len(fields) > 30
+    assert record_fields.undocumented(record, fields) == []
+    assert sorted(f for f in fields if "." not in f and "[]" not in f and f not in record) == []
+
+
+def test_the_metrics_file_parses_and_says_what_the_record_says(host):
+    prom = host.file(METRICS + "/inferops_sglang_30000.prom")
+    assert (prom.mode, prom.user, prom.group) == (0o644, "root", "root")
+    assert host.check_output("ls -A %s" % METRICS).split() == ["inferops_sglang_30000.prom"]  # no temporary left
+    record = json.loads(host.file(STATE + "/last.json").content_string)
+    samples = dict((f.name, f.samples) for f in text_string_to_metric_families(prom.content_string))
+    (info,) = samples["inferops_sglang_info"]
+    assert info.labels == {"port": "30000", "unit": UNIT, "version": record["sglang_version"],
+                           "model": record["model"], "mode": "switch"} and info.value == 1
+    assert [s.value for s in samples["inferops_sglang_last_cutover_timestamp_seconds"]] == [record["time"]]
+    assert [s.value for s in samples["inferops_sglang_last_downtime_seconds"]] == [record["downtime_until_ready_sec"]]
+    assert [s.value for s in samples["inferops_sglang_last_load_seconds"]] == [record["load_sec"]]
+    assert dict((s.labels["result"], s.value) for s in samples["inferops_sglang_last_result"]) == {
+        "success": 1, "rolled_back": 0}
 
 
 def test_the_record_says_how_much_of_the_model_the_page_cache_held_and_what_the_warm_read(host):

@@ -21,8 +21,9 @@ STATE = "/var/lib/inferops/cutover/30000"
 HEALTH = ("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health', timeout=30)"
           ".status)\"")
 # on the host, in one call: the outcome file of a switch that has begun and not finished (the previous one's,
-# finished, does not count), printed as soon as it appears
-BEGUN = ("python3 -c \"import json, time\nend = time.time() + 60\nwhile time.time() < end:\n    try:\n"
+# finished, does not count), printed as soon as it appears; the playbook's stages before the switch may take
+# minutes on a busy controller
+BEGUN = ("python3 -c \"import json, time\nend = time.time() + 540\nwhile time.time() < end:\n    try:\n"
          "        o = json.load(open('%s/switch.json'))\n    except Exception:\n        o = {}\n"
          "    if o and not o.get('finished'):\n        print(json.dumps(o)); break\n    time.sleep(0.01)\"" % STATE)
 

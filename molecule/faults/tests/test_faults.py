@@ -1,5 +1,6 @@
 """Each fault host's real state after the converge: who serves the port, what runs, what the files are."""
 import json
+import re
 
 import pytest
 
@@ -96,6 +97,31 @@ def test_f4_broken_unit_stopped_nothing(host):
 @pytest.mark.hosts("f5", "f6")
 def test_f5_f6_crash_during_load_or_never_ready_rolled_back(host):
     back_on_the_captured_command(host)
+
+
+@pytest.mark.hosts("f6c")
+def test_f6c_port_taken_while_loading_fails_at_once_and_is_rolled_back(host):
+    """Another program took the port while the new server loaded: the switch's wait and the unit's gate failed at once
+    naming it (not TimeoutStartSec: how long the rollback then took depends on how busy the host is, and the unit
+    restarts, still activating, until the rollback stops it); a SIGKILL of the stuck unit's cgroup, when the rollback
+    made one, says so. The captured command serves again."""
+    back_on_the_captured_command(host)
+    held = json.loads(host.file("/root/squatter.json").content_string)
+    assert held["bound"] < held["let_go"], held
+    record = json.loads(host.file(STATE + "/last.json").content_string)
+    assert "port 30000 is held by pid" in record["failure"] and "squatter.py" in record["failure"], record["failure"]
+    assert "not ready within" not in record["failure"] and "result timeout" not in record["failure"]
+    journal = host.check_output("journalctl -u %s --no-pager -o cat" % UNIT)
+    assert "port 30000 is held by pid" in journal and "a process outside this unit: the server cannot bind it" in journal
+    stop = record["rollback_steps"][0]
+    assert stop["step"] == "stop server" and stop["unit"] == UNIT, stop
+    # never systemd's own stop, which waits TimeoutStopSec for a server that ignores SIGTERM (never served) or lives
+    # on for its warm-up (active moments ago, once the program let the port go and a restart bound it)
+    unit = host.file("/etc/systemd/system/" + UNIT).content_string
+    timeout_stop = int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.M).group(1))
+    assert stop["seconds"] < timeout_stop - 30, (timeout_stop, stop)
+    if stop.get("escalated"):
+        assert stop["escalation"].startswith(UNIT + " ") and "SIGKILL to its cgroup" in stop["escalation"], stop
 
 
 @pytest.mark.hosts("f5b")

@@ -31,7 +31,9 @@ def test_batches_ran_and_stopped_as_max_fail_percentage_says():
     for h in MIGRATED:
         assert "failed=0" in recap[h], recap[h]
     for h in ROLLED_BACK:
-        assert "failed=1" in recap[h] and "rescued=1" in recap[h], recap[h]
+        # one failure, the last task's "did not serve"; what failed before it was rescued (the switch's step, the
+        # wait and verify stage), how many blocks that took is the role's business
+        assert "failed=1" in recap[h] and re.search(r"rescued=[1-9]", recap[h]), recap[h]
     plays = [m.start() for m in re.finditer(r"^PLAY \[Cut over SGLang servers to systemd\]", log, re.M)]
     assert len(plays) == 2  # batches 1 and 2; there is no third
     rolled = re.findall(r"^fatal: \[(f\d)\]: FAILED! =>[^\n]*ROLLED BACK: the captured command serves", log, re.M)

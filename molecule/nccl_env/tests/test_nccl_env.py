@@ -51,3 +51,17 @@ def test_absent_removes_exactly_what_it_added(host):
     after = host.check_output("find /opt/sglang/venv/lib -type f -print0 | sort -z | xargs -0 sha256sum")
     assert after == host.file("/root/site-packages.before").content_string.strip()
     assert show(host, "env -i")["NCCL_PROTO"] is None
+
+
+def test_the_owners_venv_was_asked_and_written_as_its_owner(host):
+    """/opt/owned/venv is nobody's, with a .pth that logs the uid it runs as: every probe ran as nobody (never uid 0),
+    and the role's .pth there is nobody's file."""
+    uids = host.file("/tmp/inferops-pth-uids").content_string.split()
+    assert uids and set(uids) == {"65534"}
+    # found by its path: running the venv's python here (as root) would run the owner's .pth
+    pth = host.file(host.check_output("ls /opt/owned/venv/lib/python3*/site-packages/inferops_nccl_env.pth"))
+    assert pth.exists and pth.user == "nobody" and "NCCL_DEBUG" in pth.content_string
+
+
+def test_nothing_was_written_through_the_linked_site_packages(host):
+    assert host.check_output("ls -A /srv/outside") == ""

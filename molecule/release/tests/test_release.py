@@ -24,7 +24,7 @@ BIN = os.path.dirname(sys.executable)
 UNIT = "sglang-30000.service"
 KEY = os.path.join(ROOT, ".cache", "ssh", "id_ed25519")
 # Each task's name starts with its stage, as AWX's job output shows them.
-STAGES = ["Discover - ", "Adopt - ", "Prepare - ", "Switch - ", "Wait and verify - ", "Record - "]
+STAGES = ["Discover - ", "Plan - ", "Prepare - ", "Switch - ", "Wait and verify - ", "Record - "]
 
 
 def alone(**extra):
@@ -127,12 +127,12 @@ def test_ansible_builder_writes_a_build_context_that_installs_the_local_tarball(
     assert not needs.get("python")  # nothing in Python beyond ansible-core
 
 
-def awx_private_data_dir(d, address, answers):
+def awx_private_data_dir(d, address, answers, cmdline):
     """A private_data_dir as AWX lays one out for a job of the cutover template."""
-    for sub in ("env", "inventory", "project", "artifacts"):
+    for sub in ("env", "inventory", "artifacts"):
         os.makedirs(os.path.join(d, sub))
-    # the project: awx/project/, thin playbooks that read the survey's answers and import the collection's
-    shutil.copytree(os.path.join(ROOT, "awx", "project", "playbooks"), os.path.join(d, "project", "playbooks"))
+    # the project's checkout: awx/project/, thin playbooks that read the survey's answers and import the collection's
+    shutil.copytree(os.path.join(ROOT, "awx", "project"), os.path.join(d, "project"))
     # the survey's answers (the template has no extra vars of its own)
     extravars = os.path.join(d, "env", "extravars")
     with open(extravars, "w") as f:
@@ -150,7 +150,7 @@ def awx_private_data_dir(d, address, answers):
     shutil.copy(KEY, os.path.join(d, "env", "ssh_key"))  # the machine credential: runner loads it into an ssh-agent
     os.chmod(os.path.join(d, "env", "ssh_key"), 0o600)
     with open(os.path.join(d, "env", "cmdline"), "w") as f:
-        f.write("--become --limit awx")
+        f.write(cmdline)
     with open(os.path.join(d, "env", "settings"), "w") as f:
         yaml.safe_dump({"job_timeout": 900, "idle_timeout": 600, "suppress_ansible_output": True}, f)
     with open(os.path.join(d, "env", "envvars"), "w") as f:
@@ -161,10 +161,10 @@ def awx_private_data_dir(d, address, answers):
     return extravars
 
 
-def awx_job(host, d, answers):
+def awx_job(host, d, answers, cmdline="--become --limit awx"):
     import ansible_runner  # pylint: disable=import-outside-toplevel
 
-    extravars = awx_private_data_dir(d, host.ansible.get_variables()["ansible_host"], answers)
+    extravars = awx_private_data_dir(d, host.ansible.get_variables()["ansible_host"], answers, cmdline)
     assert stat.S_IMODE(os.stat(extravars).st_mode) == 0o400
     events = []
     r = ansible_runner.run(private_data_dir=d, playbook="playbooks/cutover.yml",
@@ -176,9 +176,13 @@ def awx_job(host, d, answers):
 
 @pytest.mark.hosts("awx")
 def test_awx_job_through_ansible_runner(host, tmp_path):
-    r, events = awx_job(host, str(tmp_path / "awx-job"), {"survey_cutover_serial": "100%",
-                                                          "survey_cutover_max_fail_percentage": 0,
-                                                          "survey_cutover_port": 30000})
+    answers = {"survey_cutover_serial": "100%", "survey_cutover_max_fail_percentage": 0, "survey_cutover_port": 30000}
+    # the look-first template first: job type check with diff, as AWX runs it (--check --diff); it changes nothing
+    r, events = awx_job(host, str(tmp_path / "look-first"), answers, "--become --limit awx --check --diff")
+    assert "check mode: nothing was changed; the plan is above" in "".join(e.get("stdout", "") for e in events)
+    assert not host.file("/var/lib/inferops/cutover/30000/last.json").exists
+    assert not host.service(UNIT).is_running
+    r, events = awx_job(host, str(tmp_path / "awx-job"), answers)
     tasks = [e["event_data"].get("task") for e in events if e.get("event") == "playbook_on_task_start"]
     stages = [s for t in tasks for s in STAGES if (t or "").startswith(s)]
     assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == STAGES  # each stage in order

@@ -1,4 +1,5 @@
 """On the host: the patched file, its backup against RECORD, the record, a reinstall, drift and revert."""
+import hashlib
 import json
 import os
 import subprocess
@@ -40,8 +41,11 @@ def record(host):
 
 
 def test_patched_and_the_backup_is_the_original(host):
+    """The original is kept under the venv's own key (its resolved path's hash), then the patch's name."""
     assert FIX in host.file("%s/%s" % (SITE, TARGET)).content_string
-    assert file_hash(host, "%s/backup/eagle-spec-disable-batch-threshold/%s" % (STATE, TARGET)) == record_hash(host, TARGET)
+    key = hashlib.sha256(host.check_output("readlink -f /opt/sglang-real/venv").encode()).hexdigest()[:16]
+    backup = "%s/backup/%s/eagle-spec-disable-batch-threshold/%s" % (STATE, key, TARGET)
+    assert file_hash(host, backup) == record_hash(host, TARGET)
 
 
 def test_record(host):

@@ -64,7 +64,8 @@ class Client:
             host, dummy, port = rest.partition(":")
             self.addr = (host, int(port or 80))
         else:
-            self.addr = (host, args.port)
+            # SGLang's client puts --host into its URL (http://HOST:PORT), so an IPv6 address comes in brackets
+            self.addr = (host[1:-1] if host.startswith("[") and host.endswith("]") else host, args.port)
         key = os.environ.get("OPENAI_API_KEY")
         self.headers = {"Content-Type": "application/json"}
         if key:

@@ -86,8 +86,9 @@ def model_dir(root):
 class Double:
     """The double on loopback. launcher: "module" (python -m sglang.launch_server) or "script" (sglang serve)."""
 
-    def __init__(self, tmp_path, args=(), tp=2, launcher="module", model=None, **knobs):
-        self.port = free_port()
+    def __init__(self, tmp_path, args=(), tp=2, launcher="module", model=None, port=None, **knobs):
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
         self.model = str(model or model_dir(tmp_path))
         self.log = tmp_path / "sglang.log"
         self.dev = tmp_path / "dev"  # regular files standing in for the device nodes
@@ -139,8 +140,8 @@ class Double:
 def double(tmp_path):
     made = []
 
-    def start(*args, **kw):
-        d = Double(tmp_path, *args, **kw)
+    def start(*args, tmp=None, **kw):
+        d = Double(tmp or tmp_path, *args, **kw)
         made.append(d)
         return d
 

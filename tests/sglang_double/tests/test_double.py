@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import DOUBLE, alive, children_of, cmdline, console_script, holders, wait_for
+from .conftest import DOUBLE, Double, alive, children_of, cmdline, console_script, holders, wait_for
 
 
 def stat_fields(pid):
@@ -120,37 +120,161 @@ def test_drain_check_runs_every_5_seconds(double):
     assert time.monotonic() - t0 <= 5.5
 
 
-def test_port_taken_fails_late_with_errno_98(double):
-    d = double(tp=2, load_seconds=3)
-    with socket.socket() as s:  # take the port while the double loads: the failure shows only at bind time
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", d.port))
-        s.listen()
+class Holder:
+    """Another program on the port: an HTTP server answering 404 to everything, counting what it is asked."""
+
+    def __init__(self, port):
+        import http.server  # pylint: disable=import-outside-toplevel
+        import threading  # pylint: disable=import-outside-toplevel
+
+        asked = self.asked = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # pylint: disable=invalid-name
+                asked.append(self.path)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):  # pylint: disable=arguments-differ
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_port_taken_lives_on_ignoring_sigterm_then_sigkills_itself(double):
+    """Seen on 0.5.15: the bind fails late; uvicorn's shutdown waits for the warm-up thread, which asks the holder
+    for /model_info (120 tries in the real one), a SIGTERM meanwhile changes nothing; then the tree and itself die
+    by SIGKILL."""
+    d = double(tp=2, load_seconds=2, warmup_tries=5, warmup_retry_seconds=0.4)
+    holder = Holder(d.port)
+    try:
         kids = wait_for(lambda: len(d.titled()) == 3 and list(d.titled().values()))
-        assert d.proc.poll() is None, "still loading: nothing has noticed the port yet"
-        assert d.proc.wait(timeout=10) == 1
-    assert "[Errno 98] error while attempting to bind on address ('127.0.0.1', %d): address already in use" % d.port in d.logtext()
-    wait_for(lambda: not any(alive(p) for p in kids), timeout=2)
+        wait_for(lambda: "address already in use" in d.logtext(), timeout=15)
+        assert "[Errno 98] error while attempting to bind on address ('127.0.0.1', %d)" % d.port in d.logtext()
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert d.proc.poll() is None and all(alive(p) for p in kids), "SIGTERM ignored, the schedulers kept"
+        assert d.proc.wait(timeout=10) == -signal.SIGKILL
+        assert "Initialization failed. warmup error" in d.logtext()
+        assert holder.asked == ["/model_info"] * 5
+        wait_for(lambda: not any(alive(p) for p in kids), timeout=2)
+    finally:
+        holder.close()
 
 
-def test_scheduler_killed_when_serving_0_5_15_on_sigkill_the_tree_within_a_second(double):
-    d = double(tp=2, version="0.5.15")
+def test_port_taken_by_another_server_exits_3_after_warming_it_up(double, tmp_path):
+    """Seen on 0.5.15: the new server's warm-up talks to the one holding the port, logs "fired up", exits 3."""
+    old = double(tp=1)
+    old.wait_ready()
+    new = Double(tmp_path / "new", tp=1, port=old.port)
+    try:
+        assert new.proc.wait(timeout=20) == 3
+        assert "address already in use" in new.logtext() and "The server is fired up" in new.logtext()
+        assert old.get("/health")[0] == 200, "the old one still serves"
+    finally:
+        if new.proc.poll() is None:
+            new.proc.kill()
+
+
+def test_sigterm_before_the_first_generate_closes_the_port_without_503(double):
+    """Seen on 0.5.15: SGLang's SIGTERM handler comes with the first generate; before it uvicorn closes the port
+    (no 503), its shutdown waits for the warm-up thread, which is refused until it gives up: SIGKILL."""
+    d = double(tp=1, warmup_seconds=5, warmup_tries=3, warmup_retry_seconds=0.3)
+    wait_for(lambda: d.get("/v1/models")[0] == 200, timeout=15)
+    d.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: not port_open(d.port), timeout=3)
+    assert d.proc.poll() is None, "the warm-up thread keeps it alive"
+    assert d.proc.wait(timeout=15) == -signal.SIGKILL
+    assert "Draining" not in d.logtext()
+
+
+def test_sigterm_before_the_first_generate_with_skip_server_warmup_dies_of_it(double):
+    d = double(["--skip-server-warmup"], tp=1)
+    wait_for(lambda: d.get("/v1/models")[0] == 200, timeout=15)
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=5) == -signal.SIGTERM
+
+
+def test_host_ipv6_wildcard_serves_ipv6_only(double):
+    """Seen on 0.5.15: `--host ::` listens on tcp6 only; [::1] answers, 127.0.0.1 is refused."""
+    d = double(["--host", "::"], tp=1)
+    wait_for(lambda: http6(d.port, "/health") == 200, timeout=20)
+    assert d.get("/health")[0] == 0
+
+
+def port_open(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def http6(port, path):
+    import urllib.error  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+
+    try:
+        with urllib.request.urlopen("http://[::1]:%d%s" % (port, path), timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def test_lost_scheduler_then_sigterm_after_health_failed_force_exits_0_5_9(double):
+    """0.5.5/0.5.9 notice no lost scheduler, but a failed health check marks the server unhealthy and a SIGTERM then
+    skips the drain (tokenizer_manager.py sigterm_watchdog: "Force exiting")."""
+    d = double(tp=1, version="0.5.9", watchdog_seconds=0.3)
+    d.wait_ready()
+    os.kill(d.titled()["sglang::scheduler"], signal.SIGKILL)
+    wait_for(lambda: d.get("/health")[0] == 503, timeout=5)
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=3) == -signal.SIGKILL
+    assert "health check failed. Force exiting" in d.logtext()
+
+
+def test_fault_empty_generation(double):
+    d = double(tp=1, faults="empty_generation")
+    d.wait_ready()
+    code, body = d.get("/generate", method="POST", body=json.dumps({"text": "hi", "sampling_params": {
+        "max_new_tokens": 8}}).encode(), headers={"Content-Type": "application/json"})
+    answer = json.loads(body)
+    assert (code, answer["text"], answer["output_ids"], answer["meta_info"]["completion_tokens"]) == (200, "", [0], 1)
+    assert answer["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+def test_get_generate_is_405(double):
+    d = double(tp=1)
+    wait_for(lambda: d.get("/v1/models")[0] == 200, timeout=15)
+    assert d.get("/generate")[0] == 405
+
+
+def test_scheduler_killed_when_serving_0_5_15_on_sigkill_the_tree_after_the_crash_sleep(double):
+    """Seen on 0.5.15: the watchdog's SIGQUIT within a second, the handler's 5 s sleep (here 1 s; /health gets no
+    answer meanwhile), then SIGKILL of the tree and itself."""
+    d = double(tp=2, version="0.5.15", crash_sleep_seconds=1)
     d.wait_ready()
     kids = d.titled()
     t0 = time.monotonic()
     os.kill(kids["sglang::scheduler_TP1"], signal.SIGKILL)  # the OOM killer
-    assert d.proc.wait(timeout=3) == -signal.SIGKILL
-    assert time.monotonic() - t0 < 2.0
+    assert d.proc.wait(timeout=5) == -signal.SIGKILL
+    assert 1.0 <= time.monotonic() - t0 < 3.5
     assert "crashed with exit code -9" in d.logtext()
     wait_for(lambda: not any(alive(p) for p in kids.values()), timeout=2)
 
 
 def test_scheduler_killed_while_loading_0_5_23_noticed_by_the_load_poll(double):
+    """The RuntimeError of _wait_for_scheduler_ready: exit 1 (seen on 0.5.15; 0.5.23 has the same code)."""
     d = double(tp=1, load_seconds=30, load_poll_seconds=1)
     kids = wait_for(lambda: len(d.titled()) == 2 and d.titled())
     t0 = time.monotonic()
     os.kill(kids["sglang::scheduler"], signal.SIGKILL)
-    assert d.proc.wait(timeout=4) == -signal.SIGKILL
+    assert d.proc.wait(timeout=4) == 1
     assert time.monotonic() - t0 <= 1.5
     assert "scheduler died during initialization (exit code: -9)" in d.logtext()
     assert d.get("/health")[0] == 0, "the port never opened"

@@ -9,6 +9,7 @@ FAULTS = frozenset({
     "untitled_orphan",    # one extra untitled spawn child that detaches (new session, reparented) holding a GPU
     "crash_during_load",  # the main process fails while loading (exit 1), the tree follows
     "never_healthy",      # stays in warm-up: /health 503 for ever
+    "empty_generation",   # every generation's first token ends the sequence: 200 with empty text, one token
 })
 
 # the real wheels' console scripts (entry_points.txt), with the first version that has each; the double's
@@ -64,6 +65,18 @@ class Knobs:
         # checks every second (sglang/srt/utils/watchdog.py line 181, `interval: float = 1.0`).
         self.load_poll_seconds = float(env.get("SGLANG_DOUBLE_LOAD_POLL_SECONDS", "5"))
         self.liveness_seconds = float(env.get("SGLANG_DOUBLE_LIVENESS_SECONDS", "1"))
+        # The warm-up thread (sglang/srt/entrypoints/http_server.py _execute_server_warmup, every version: `for _ in
+        # range(120): time.sleep(1); requests.get(url + "/model_info", timeout=5)`) gives up after 120 tries and
+        # SIGKILLs the tree and itself. It outlives a failed bind (uvicorn's shutdown waits for it) and a SIGTERM
+        # before the first generate: 120 tries is the real life of both; the double's default is short.
+        self.warmup_tries = int(env.get("SGLANG_DOUBLE_WARMUP_TRIES", "3"))
+        self.warmup_retry_seconds = float(env.get("SGLANG_DOUBLE_WARMUP_RETRY_SECONDS", "1"))
+        # 0.5.15+: a child lost once serving triggers SIGQUIT; its handler sleeps 5 s ("before crash diagnostics",
+        # sglang/srt/managers/tokenizer_manager.py dump_requests_before_crash), the event loop blocked: no answers
+        self.crash_sleep_seconds = float(env.get("SGLANG_DOUBLE_CRASH_SLEEP_SECONDS", "5"))
+        # --nnodes > 1 without --dist-timeout: how long the rendezvous at --dist-init-addr waits for every rank
+        # (torch.distributed's default for the NCCL backend, 10 minutes; sglang/_double/nodes.py says where)
+        self.dist_timeout_seconds = float(env.get("SGLANG_DOUBLE_DIST_TIMEOUT_SECONDS", "600"))
         self.read_model = env.get("SGLANG_DOUBLE_READ_MODEL", "") == "1"
         self.device_globs = env.get("SGLANG_DOUBLE_DEVICES", "").split()
         self.state_file = env.get("SGLANG_DOUBLE_STATE_FILE") or None

@@ -5,6 +5,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 
 from sglang._double.config import at_least
+from sglang._double.nodes import DUMMY_ROUTES
 
 
 def open_paths(version):
@@ -70,14 +71,23 @@ class Handler(BaseHTTPRequestHandler):
             return
         s = self.srv
         path = self.path.split("?", 1)[0]
+        if path == "/generate":  # FastAPI: a POST/PUT route asked with GET
+            return self.send_json(405, {"detail": "Method Not Allowed"})
         if path not in routes(s.knobs.version) and path != "/v1/models":
             return self.send_json(404, {"detail": "Not Found"})
         if path in ("/health", "/health_generate"):
+            # its 1-token generation waits on the schedulers: a lost one never answers it; 0.5.15+ end the
+            # process meanwhile (the SIGQUIT handler's sleep blocks the event loop until then)
+            while s.crashing or (s.knobs.at_least("0.5.15") and s.lost_scheduler()):
+                time.sleep(0.1)
             if s.phase != "ready" or s.draining:
                 return self.send_empty(503)
-            time.sleep(s.knobs.health_seconds)  # the real one runs a 1-token generation
-            # a lost scheduler never answers that generation: 503 (after up to 20 s in the real one)
-            return self.send_empty(200 if not s.draining and not s.scheduler_lost else 503)
+            s.first_generate()  # the real one runs a 1-token generation: a generate request
+            time.sleep(s.knobs.health_seconds)
+            if s.scheduler_lost:  # no scheduler answers that generation: 503 (after up to 20 s in the real one)
+                s.unhealthy = True
+                return self.send_empty(503)
+            return self.send_empty(200 if not s.draining else 503)
         if path == "/ready":
             return self.send_empty(200 if s.phase == "ready" and not s.draining else 503)
         if path in ("/get_model_info", "/model_info"):
@@ -116,6 +126,7 @@ class Handler(BaseHTTPRequestHandler):
     def tokens(self, n):
         """Yields n tokens at the server's pace, counting the request as in flight."""
         s = self.srv
+        s.first_generate()
         with s.lock:
             s.inflight += 1
         try:
@@ -135,20 +146,36 @@ class Handler(BaseHTTPRequestHandler):
         rid = uuid.uuid4().hex
         meta = {"id": rid, "prompt_tokens": max(1, len(str(prompt).split())), "completion_tokens": 0,
                 "cached_tokens": 0, "finish_reason": None}
+        if "empty_generation" in self.srv.knobs.faults:
+            # the first token is the end of sequence (id 0 here): not in the text, one completion token
+            for dummy in self.tokens(1):
+                pass
+            meta.update(completion_tokens=1, finish_reason={"type": "stop", "matched": 0})
+            if not req.get("stream"):
+                return self.send_json(200, {"text": "", "output_ids": [0], "meta_info": meta})
+            return self.stream([("", meta)])
         if not req.get("stream"):
             text = "".join(self.tokens(n))
             meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
-            return self.send_json(200, {"text": text, "meta_info": meta})
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
+            return self.send_json(200, {"text": text, "output_ids": list(range(10, 10 + n)), "meta_info": meta})
+        return self.stream(self.chunks(n, meta))
+
+    def chunks(self, n, meta):
         text = ""
         for i, tok in enumerate(self.tokens(n)):
             text += tok
             meta["completion_tokens"] = i + 1
             if i + 1 == n:
                 meta["finish_reason"] = {"type": "length", "length": n}
+            yield text, meta
+
+    def stream(self, chunks):
+        """SSE: `data: {"text": ..., "meta_info": ...}` per chunk, then `data: [DONE]`."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for text, meta in chunks:
             self.wfile.write(b"data: " + json.dumps({"text": text, "meta_info": meta}).encode() + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
@@ -166,3 +193,18 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n},
         })
+
+
+class DummyHealthHandler(Handler):
+    """The dummy health server of a rank >= 1 node (sglang/_double/nodes.py DUMMY_ROUTES): its GET routes answer 200
+    whatever the model does, everything else is FastAPI's 404 (405 for a route asked with another method)."""
+
+    def do_GET(self):  # pylint: disable=invalid-name
+        if self.path.split("?", 1)[0] in DUMMY_ROUTES:
+            return self.send_empty(200)
+        return self.send_json(404, {"detail": "Not Found"})
+
+    def do_POST(self):  # pylint: disable=invalid-name
+        if self.path.split("?", 1)[0] in DUMMY_ROUTES:
+            return self.send_json(405, {"detail": "Method Not Allowed"})
+        return self.send_json(404, {"detail": "Not Found"})

@@ -1,27 +1,35 @@
 """The main process of `python -m sglang.launch_server` / `sglang serve`, as ../shared/reference/sglang-behaviour.md
-describes the real one.
+describes the real one and tests/conformance/real/ records it.
 
-Phases: loading (port closed) -> warm-up (/model_info and /v1/models 200, /health 503) -> ready.
-SIGTERM: while loading, death at once; once serving, a drain checked every 5 s, then 0.5.5/0.5.9 SIGKILL their
-tree and themselves, 0.5.15 asks the schedulers to stop, waits up to 15 s for them, then SIGKILLs the tree and
-itself, 0.5.23 asks, waits and exits 0. SIGINT: uvicorn stops, the children are SIGKILLed, exit 0 (while loading
-the KeyboardInterrupt ends the process). A child killed by a signal: 0.5.5/0.5.9 never notice (loading blocks for
-ever; once serving /health turns 503 and nothing exits); 0.5.15+ notice it and SIGKILL the tree and themselves.
+Phases: loading (port closed) -> warm-up (/model_info and /v1/models 200, /health 503) -> ready. The warm-up is the
+real one's thread, started before uvicorn binds: it polls the server's own /model_info (a try a second), sends one
+/generate, then the server is ready; after as many tries as the real 120 it gives up and SIGKILLs the tree and
+itself. A failed bind: uvicorn's shutdown waits for that thread (SIGTERM meanwhile only noted), then exit 3; its
+warm-up talks to whatever holds the port. SIGTERM while loading: death at once. SIGTERM before the first generate
+(SGLang installs its handler then): uvicorn closes the port (no 503), waits for the warm-up thread, then dies of the
+SIGTERM. Once a generate ran: /health 503, a drain checked every 5 s (skipped once a health check failed), then
+0.5.5/0.5.9 SIGKILL their tree and themselves, 0.5.15 asks the schedulers to stop, waits up to 15 s for them, then
+SIGKILLs the tree and itself, 0.5.23 asks, waits and exits 0. SIGINT: uvicorn stops, the children are SIGKILLed,
+exit 0 (while loading the KeyboardInterrupt ends the process). A child killed by a signal: 0.5.5/0.5.9 never notice
+(loading blocks for ever; once serving /health turns 503 and nothing exits); 0.5.15+ notice it: while loading
+exit 1, once serving SIGKILL of the tree and themselves.
 """
-import errno
 import json
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from datetime import datetime
 from http.server import ThreadingHTTPServer
+from urllib import error as urlerror
+from urllib import request as urlrequest
 
-from sglang._double import workers
+from sglang._double import nodes, workers
 from sglang._double.config import Knobs
-from sglang._double.http import Handler
+from sglang._double.http import DummyHealthHandler, Handler
 
 READ_CHUNK = 1 << 20
 
@@ -56,8 +64,20 @@ class Server:
         self.leftovers = []   # fault-made processes it does not
         self.started = time.time()
         self.stopping = False  # set once the server ends its own children
+        self.handlers = False  # SGLang's SIGTERM handler, installed at the first generate request
+        self.sigterm_seen = False
+        self.wakeup_r = None
+        self.unhealthy = False  # a health check failed (ServerStatus.UnHealthy)
+        self.crashing = False  # the SIGQUIT handler's sleep: nothing answers
+        self.bind_failed = False
+        self.uvicorn_exit = False  # uvicorn took a SIGTERM (before SGLang's handler, or after a failed bind)
+        self.warm = None
+        self.bound = threading.Event()  # the bind was tried (uvicorn binds right after the lifespan's startup)
         self.httpd = None
         self.served_model_name = args.served_model_name or args.model_path
+        # --nnodes > 1: this node's rank in the group (sglang/_double/nodes.py); --dist-timeout, else torch's default
+        self.group = nodes.Group(args, args.dist_timeout or knobs.dist_timeout_seconds) if args.nnodes > 1 else None
+        self.follower = args.node_rank >= 1
 
     # --- records -------------------------------------------------------------------------
     def record(self, event):
@@ -67,13 +87,22 @@ class Server:
 
     # --- processes -----------------------------------------------------------------------
     def scheduler_specs(self):
-        """[(dp_rank, title, devices, kwargs)] of every scheduler, in the real launch order."""
+        """[(dp_rank, title, devices, kwargs)] of this node's schedulers, in the real launch order. With --nnodes a
+        node runs the TP and PP ranks of its share, on its own GPUs from --base-gpu-id (0.5.5 entrypoints/engine.py:
+        795-814, 0.5.9 engine.py:931-950, 0.5.15 engine.py:1424-1434, 0.5.23 engine.py:2069-2079: `tp_rank_range =
+        range(tp_size_per_node * (node_rank % nnodes_per_tp_group), ...)`)."""
         a, k = self.args, self.knobs
+        per_tp_group = max(a.nnodes // a.pp_size, 1)
+        tp_per_node = a.tp_size // per_tp_group
+        pp_per_node = max(a.pp_size // a.nnodes, 1)
+        tp_ranks = range(tp_per_node * (a.node_rank % per_tp_group), tp_per_node * (a.node_rank % per_tp_group + 1))
+        pp_ranks = range(pp_per_node * (a.node_rank // per_tp_group), pp_per_node * (a.node_rank // per_tp_group + 1))
         specs = []
         for dp in range(a.dp_size):
-            for pp in range(a.pp_size):
-                for tp in range(a.tp_size):
-                    gpu = a.base_gpu_id + (dp * a.pp_size + pp) * a.tp_size + tp
+            for pp in pp_ranks:
+                for tp in tp_ranks:
+                    local = (pp % pp_per_node) * tp_per_node + tp % tp_per_node
+                    gpu = a.base_gpu_id + (dp * pp_per_node * tp_per_node) + local
                     ep = tp // max(a.tp_size // a.ep_size, 1)
                     title = scheduler_title(k.version, dp, tp, pp, ep, a)
                     specs.append((dp, title, workers.device_files(k.device_globs, gpu),
@@ -101,9 +130,10 @@ class Server:
                 p.start()
                 pipes.append(rx)
                 (self.leftovers if detach else self.children).append(p)
-        p = ctx.Process(target=workers.run, args=("sglang::detokenizer", []))
-        p.start()
-        self.children.append(p)
+        if not self.follower:  # a rank >= 1 node runs no detokenizer and no tokenizer (engine.py, `node_rank >= 1`)
+            p = ctx.Process(target=workers.run, args=("sglang::detokenizer", []))
+            p.start()
+            self.children.append(p)
         if "untitled_orphan" in k.faults:
             rx, tx = ctx.Pipe(duplex=False)
             p = ctx.Process(target=workers.run,
@@ -123,6 +153,10 @@ class Server:
             if p.exitcode is not None and p.exitcode != 0:
                 return p
         return None
+
+    def lost_scheduler(self):
+        """A child that will never answer again (what a generation waits on), before the server ends its own."""
+        return not self.stopping and any(doomed(p.pid) for p in self.children)
 
     def kill_tree(self, sig=signal.SIGKILL):
         self.stopping = True
@@ -146,13 +180,20 @@ class Server:
         """A child ended: what the emulated version does about it (called when the version would notice)."""
         if self.knobs.at_least("0.5.15"):
             if loading:
+                # _wait_for_scheduler_ready raises RuntimeError: the uncaught exception exits 1, after
+                # launch_server's `finally: kill_process_tree(os.getpid(), include_parent=False)`
                 log("RuntimeError: Rank 0 scheduler died during initialization (exit code: %s). If exit code is -9 "
                     "(SIGKILL), a common cause is the OS OOM killer." % child.exitcode)
+                self.record("child_lost")
+                self.die(1)
             else:
                 log("Subprocess %s (pid=%d) crashed with exit code %s. Triggering SIGQUIT for cleanup..."
                     % (child.name, child.pid, child.exitcode))
-                log("SIGQUIT received. It usually means one child failed.")
-            self.record("child_lost")
+                log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+                log("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+                self.crashing = True
+                self.record("child_lost")
+                time.sleep(self.knobs.crash_sleep_seconds)
             self.die_by_sigkill()
         # 0.5.5/0.5.9 have no liveness watch: nothing notices
         if not self.scheduler_lost:
@@ -169,14 +210,20 @@ class Server:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        log("Received sigterm, gracefully exiting (in-flight requests are drained first).")
+        self.sigterm_arrived()
+        if self.bind_failed or not self.handlers:
+            # uvicorn's own handler: its exit flag only (tokenizer_manager.py auto_create_handle_loop installs
+            # SGLang's at the first generate request)
+            self.uvicorn_exit = True
+            return
+        log("SIGTERM received. signum=%d frame=None. Draining requests and shutting down..." % signum)
         self.draining = True
 
     def on_sigint(self, signum, frame):  # pylint: disable=unused-argument
         """uvicorn stops on SIGINT, then launch_server's `finally: kill_process_tree(os.getpid(),
         include_parent=False)` SIGKILLs the children; while loading the KeyboardInterrupt ends the process."""
         self.record("sigint")
-        if self.phase == "loading":
+        if self.phase == "loading" or self.follower:
             self.kill_tree()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
@@ -194,9 +241,12 @@ class Server:
         while True:
             with self.lock:
                 remaining = self.inflight
-            if not remaining:
+            if self.unhealthy:
+                log("Signal SIGTERM received while health check failed. Force exiting.")
                 break
             log("Gracefully exiting... Remaining number of requests %d." % remaining)
+            if not remaining:
+                break
             time.sleep(self.knobs.watchdog_seconds)
         self.record("stopped")
         if not self.knobs.at_least("0.5.15"):
@@ -206,6 +256,9 @@ class Server:
         # 0.5.23 asks, waits, and exits 0.
         log("Shutting down schedulers.")
         self.stopping = True
+        if self.group is not None:  # the ShutdownReq reaches every TP rank, the other nodes' too
+            self.record("shutdown_broadcast")
+            self.group.broadcast_shutdown()
         for p in self.children:
             try:
                 os.kill(p.pid, signal.SIGTERM)
@@ -237,6 +290,8 @@ class Server:
         """Loading: the port stays closed until the schedulers are ready and the load time has passed."""
         k = self.knobs
         pending = self.spawn_children()
+        if self.group is not None:
+            self.form_group()
         t0 = time.monotonic()
         deadline = t0 + k.load_seconds
         crash_at = t0 + k.load_seconds / 2
@@ -244,7 +299,7 @@ class Server:
             self.read_model()
         next_check = t0 + k.load_poll_seconds
         while time.monotonic() < deadline or pending:
-            pending = [rx for rx in pending if not rx.poll()]
+            pending = [rx for rx in pending if not _reported_ready(rx)]
             now = time.monotonic()
             if "crash_during_load" in k.faults and now >= crash_at:
                 log("Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access was encountered")
@@ -261,9 +316,125 @@ class Server:
             if now >= next_check:
                 next_check = now + k.load_poll_seconds
             time.sleep(0.05)
+        if self.group is not None:
+            self.group.loaded()
+
+    # --- several nodes -------------------------------------------------------------------
+    def form_group(self):
+        """The rendezvous at --dist-init-addr (nodes.Group.join); timing out is a scheduler raising."""
+        self.record("rendezvous")
+        try:
+            self.group.join(log)
+        except nodes.RendezvousTimeout as e:
+            log("Scheduler hit an exception: torch.distributed.DistStoreError: %s" % e)
+            self.record("rendezvous_timeout")
+            self.scheduler_raised()
+        except OSError as e:  # the store's port taken on rank 0: DistNetworkError, raised the same way
+            log("Scheduler hit an exception: torch.distributed.DistNetworkError: %s" % e)
+            self.record("rendezvous_failed")
+            self.scheduler_raised()
+        self.record("group_formed")
+        self.group.watch(self.shutdown_received, self.peer_lost)
+
+    def scheduler_raised(self):
+        """A scheduler's exception: SIGQUIT to this process. The launch-phase handler (while loading, and for good on
+        a rank >= 1, which has no tokenizer manager to replace it) SIGKILLs the tree and itself; once rank 0 serves,
+        the tokenizer manager's running_phase_sigquit_handler does the same (0.5.5 managers/tokenizer_manager.py:
+        2340-2345, 0.5.9 :2506-2511, 0.5.15 :3127-3136, 0.5.23 :4072-4081), after the crash sleep on 0.5.15+."""
+        log("Received sigquit from a child process. It usually means the child failed.")
+        if self.phase == "ready" and self.knobs.at_least("0.5.15"):
+            self.crashing = True
+            time.sleep(self.knobs.crash_sleep_seconds)
+        self.die_by_sigkill()
+
+    def peer_lost(self):
+        """Another node's processes ended without the broadcast: this node's schedulers fail their next collective
+        (gloo: connection closed by peer) and raise."""
+        if self.stopping:
+            return
+        log("Scheduler hit an exception: RuntimeError: [gloo] Connection closed by peer")
+        self.record("peer_lost")
+        self.scheduler_raised()
+
+    def shutdown_received(self):
+        """Rank >= 1: the ShutdownReq broadcast (0.5.15+ send it: 0.5.15 managers/tokenizer_manager.py:2684, 0.5.23
+        :3547) ends this node's schedulers' event loop; they release and exit, and the main process goes on: 0.5.23
+        returns (entrypoints/http_server.py:3163, `if get_parallel().node_rank >= 1: return`), launch_server.py's
+        finally kills what is left, exit 0. Earlier versions have no such return: launch_server goes on to the API
+        server's lifespan, which fails on the missing tokenizer manager (0.5.15 http_server.py:296,
+        `_global_state.tokenizer_manager.serving_chat_class`), and uvicorn exits with STARTUP_FAILURE, 3."""
+        self.record("shutdown_received")
+        self.stopping = True
+        for p in self.children:
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.children:
+            p.join()
+        log("Scheduler or DataParallelController terminated with 0")
+        self.record("stopped")
+        if self.knobs.at_least("0.5.23"):
+            os._exit(0)
+        log("Application startup failed. Exiting.")
+        os._exit(3)
+
+    def follow(self):
+        """A rank >= 1 once its schedulers are ready: the dummy health server on --port, then a wait on the
+        schedulers for as long as they live (0.5.5 entrypoints/engine.py:849-869, 0.5.9 engine.py:1040-1060, 0.5.15
+        engine.py:835-856, 0.5.23 engine.py:1234-1290). SIGTERM: no handler before 0.5.23 (the tokenizer manager,
+        which installs SGLang's, does not run here), so it kills the process, its schedulers following by
+        PR_SET_PDEATHSIG; 0.5.23 installs one once the schedulers are ready that only logs (engine.py:1259-1273)."""
+        if self.knobs.at_least("0.5.23"):
+            signal.signal(signal.SIGTERM, self.on_follower_sigterm)
+        else:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self.phase = "ready"
+        self.record("ready")
+        try:
+            httpd = make_httpd(self.args.host, self.args.port, DummyHealthHandler)
+        except OSError as e:  # the health thread's error; the main process keeps waiting on its schedulers
+            log("Dummy health check server failed to start: [Errno %s] %s" % (e.errno, e.strerror))
+            self.record("bind_failed")
+        else:
+            httpd.daemon_threads = True
+            httpd.server = self
+            self.httpd = httpd
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+            log("Dummy health check server started in background thread at %s:%d" % (self.args.host, self.args.port))
+        while True:  # blocked on the schedulers' end (a peer's end, the broadcast: the group's threads)
+            time.sleep(3600)
+
+    def on_follower_sigterm(self, signum, frame):  # pylint: disable=unused-argument
+        self.record("sigterm")
+        log("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop the schedulers."
+            % self.args.node_rank)
+
+    def sigterm_arrived(self):
+        """Whether a SIGTERM reached the process (read from the wakeup fd, written when it arrives, before its Python
+        handler runs in the main thread)."""
+        with self.lock:
+            try:
+                while True:
+                    got = os.read(self.wakeup_r, 64)
+                    if not got:
+                        break
+                    self.sigterm_seen = self.sigterm_seen or signal.SIGTERM in got
+            except BlockingIOError:
+                pass
+            return self.sigterm_seen
+
+    def first_generate(self):
+        """A generate request: SGLang installs its SIGTERM handler then, unless uvicorn's already took a SIGTERM."""
+        if not self.handlers and not self.sigterm_arrived():
+            self.handlers = True
 
     def run(self):
         a, k = self.args, self.knobs
+        self.wakeup_r, w = os.pipe()
+        os.set_blocking(self.wakeup_r, False)
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
         signal.signal(signal.SIGTERM, self.on_sigterm)
         signal.signal(signal.SIGINT, self.on_sigint)
         shown = {key: ("<redacted>" if key == "api_key" and v else v) for key, v in vars(a).items()
@@ -271,33 +442,146 @@ class Server:
         log("server_args=%s" % shown)
         self.record("loading")
         self.load()
+        if self.follower:
+            return self.follow()
+        # the lifespan's startup: the warm-up thread starts before uvicorn binds the port
+        self.phase = "warmup"
+        self.record("warmup")
+        self.warm = threading.Thread(target=self.warmup, daemon=True)
+        self.warm.start()
         try:
-            httpd = ThreadingHTTPServer((a.host, a.port), Handler)
+            httpd = make_httpd(a.host, a.port)
         except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                log("[Errno 98] error while attempting to bind on address ('%s', %d): address already in use" % (a.host, a.port))
-            else:
-                log("error while attempting to bind on address ('%s', %d): %s" % (a.host, a.port, e))
+            log("[Errno %s] error while attempting to bind on address ('%s', %d): %s"
+                % (e.errno, a.host, a.port, (e.strerror or str(e)).lower()))
             self.record("bind_failed")
-            self.die(1)
+            self.bind_failed = True
+            self.bound.set()
+            self.startup_failed()
         httpd.daemon_threads = True
         httpd.server = self
         self.httpd = httpd
-        self.phase = "warmup"
-        self.record("warmup")
+        self.bound.set()
         log("Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (a.host, a.port))
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         threading.Thread(target=self.watchdog, daemon=True).start()
-        if "never_healthy" not in k.faults:
-            time.sleep(k.warmup_seconds)
-            self.phase = "ready"
-            self.record("ready")
-            log("The server is fired up and ready to roll!")
         while True:
+            if self.uvicorn_exit:
+                self.uvicorn_shutdown()
             dead = self.dead_child()
             if dead is not None:
                 self.child_lost(dead, loading=False)
-            time.sleep(k.liveness_seconds if k.at_least("0.5.15") else 0.5)
+            time.sleep(min(k.liveness_seconds, 0.1) if k.at_least("0.5.15") else 0.1)
+
+    def warmup(self):
+        """_wait_and_warmup: with --skip-server-warmup the server is up at once; else the real thread's tries at the
+        server's own /model_info (/get_model_info on 0.5.5), then one /generate (the first generate request)."""
+        a, k = self.args, self.knobs
+        if a.skip_server_warmup:
+            return self.become_ready()
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(a.host, a.host)
+        url = "http://%s:%d" % ("[%s]" % host if ":" in host else host, a.port)
+        headers = {"Authorization": "Bearer " + a.api_key} if a.api_key else {}
+        info = "/get_model_info" if k.version == "0.5.5" else "/model_info"
+        self.bound.wait()
+        time.sleep(k.warmup_seconds)
+        for i in range(k.warmup_tries):
+            if i:
+                time.sleep(k.warmup_retry_seconds)
+            if _status(url + info, headers) == 200:
+                break
+        else:
+            log("Initialization failed. warmup error: %s%s answered no 200 in %d tries" % (url, info, k.warmup_tries))
+            self.record("warmup_failed")
+            return self.die_by_sigkill()
+        if "never_healthy" in k.faults:
+            return None  # the warm-up generate never returns
+        body = {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+        if _status(url + "/generate", headers, body) != 200:
+            log("Initialization failed. warmup error: the warm-up generate failed")
+            self.record("warmup_failed")
+            return self.die_by_sigkill()
+        return self.become_ready()
+
+    def become_ready(self):
+        log("The server is fired up and ready to roll!")
+        if self.bind_failed:
+            return  # its warm-up was answered by whatever holds the port
+        self.phase = "ready"
+        self.record("ready")
+
+    def startup_failed(self):
+        """After a failed bind uvicorn runs the app's shutdown, which joins the warm-up thread, then exits with
+        STARTUP_FAILURE (3); a SIGTERM taken meanwhile is raised again when uvicorn stops capturing signals."""
+        self.warm.join()
+        if self.uvicorn_exit:
+            self.die_by_sigterm()
+        self.die(3)  # launch_server's finally: kill_process_tree(os.getpid(), include_parent=False)
+
+    def uvicorn_shutdown(self):
+        """A SIGTERM before the first generate: uvicorn closes the port, its shutdown joins the warm-up thread,
+        then the captured SIGTERM is raised again: death by SIGTERM (the children follow by PR_SET_PDEATHSIG)."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.record("port_closed")
+        self.warm.join()
+        self.die_by_sigterm()
+
+    def die_by_sigterm(self):
+        self.record("stopped")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+
+
+class _HTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+    def server_bind(self):
+        # asyncio's create_server (uvicorn's) sets IPV6_V6ONLY: `--host ::` listens on IPv6 only (seen on 0.5.15)
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+
+def make_httpd(host, port, handler=Handler):
+    """The listening server: IPv6 only for an IPv6 host (`::`: every IPv6 address, no IPv4), as uvicorn binds."""
+    return (_HTTPServer6 if ":" in host else ThreadingHTTPServer)((host, port), handler)
+
+
+def _reported_ready(rx):
+    """A child's pipe said ready; the end of file of a dead one's is no ready (the real parent waits on)."""
+    if not rx.poll():
+        return False
+    try:
+        rx.recv()
+    except EOFError:
+        rx.poll = lambda: False  # never ready: the liveness poll finds the dead child
+        return False
+    return True
+
+
+def doomed(pid):
+    """Gone, a zombie, or with a SIGKILL pending: a process that will never answer again."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    except OSError:
+        return True
+    if status.get("State", "").strip()[:1] in ("Z", "X"):
+        return True
+    return any(int(status.get(k, "0").strip() or "0", 16) & (1 << (signal.SIGKILL - 1)) for k in ("SigPnd", "ShdPnd"))
+
+
+def _status(url, headers, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urlrequest.Request(url, data=data, headers=dict(headers, **({"Content-Type": "application/json"} if data else {})))
+    try:
+        with urlrequest.urlopen(req, timeout=5) as r:
+            return r.status
+    except urlerror.HTTPError as e:
+        return e.code
+    except (urlerror.URLError, OSError):
+        return 0
 
 
 def _descendants(pid):

@@ -20,7 +20,8 @@ _TYPED = {
     "model_path": (str, None), "tokenizer_path": (str, None), "served_model_name": (str, None),
     "host": (str, "127.0.0.1"), "port": (int, 30000), "base_gpu_id": (int, 0), "api_key": (str, None),
     "context_length": (int, None), "tp_size": (int, 1), "dp_size": (int, 1), "pp_size": (int, 1),
-    "ep_size": (int, 1),
+    "ep_size": (int, 1), "nnodes": (int, 1), "node_rank": (int, 0), "dist_init_addr": (str, None),
+    "dist_timeout": (int, None),
 }
 _OLD_SIZES = {"tensor_parallel_size": "tp_size", "data_parallel_size": "dp_size",
               "pipeline_parallel_size": "pp_size", "expert_parallel_size": "ep_size"}
@@ -61,6 +62,8 @@ class ServerArgs:
         for dest in ("tp_size", "dp_size", "pp_size"):
             if values[dest] < 1:
                 raise SystemExit("--%s must be >= 1" % dest.replace("_", "-"))
+        if not 0 <= values["node_rank"] < values["nnodes"]:
+            raise SystemExit("--node-rank %d is not a rank of --nnodes %d" % (values["node_rank"], values["nnodes"]))
         return cls(**values)
 
 

@@ -3,6 +3,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.sglang.plugins.filter.cutover import cutover_adopt, cutover_changes
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK
 
 KEY = "sk-secret-123"
 CAPTURE = {
@@ -77,3 +78,16 @@ def test_a_console_script_server_keeps_its_entry_point_and_venv():
     assert plan["command"] == serve["argv"] and plan["venv"] == "/opt/sglang/venv"
     given = cutover_adopt(CAPTURE, ["/srv/venv/bin/sglang", "serve", "--model-path", "/m"])
     assert given["venv"] == "/srv/venv"
+
+
+def test_redact_argv_keeps_the_shape_and_masks_every_secret():
+    """What sglang_switch is given to parse: the same options, no secret (--api-key, a prefix argparse takes for
+    --admin-api-key, a flag of the caller's, a secret-looking NAME=)."""
+    from ansible_collections.inferops.sglang.plugins.filter.cutover import redact_argv
+    argv = ["/v/bin/python", "-m", "sglang.launch_server", "--api-key", "sk-1", "--admin-api=adm-2", "--my-secret",
+            "s-3", "DB_PASS=pw-4", "--port", "30000"]
+    assert redact_argv(argv, ["--my-secret"]) == [
+        "/v/bin/python", "-m", "sglang.launch_server", "--api-key", MASK, "--admin-api=" + MASK, "--my-secret", MASK,
+        "DB_PASS=" + MASK, "--port", "30000"]
+    with pytest.raises(AnsibleFilterError):
+        redact_argv("python -m sglang.launch_server --api-key sk")

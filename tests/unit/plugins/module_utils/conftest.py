@@ -2,19 +2,25 @@
 the managers with."""
 import json
 import os
+import pathlib
+import pickle
+import pwd
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
-from ansible_collections.inferops.sglang.plugins.module_utils._command import run_command
+from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command
 from tests.unit.conftest import ROOT, free_port, wait_for
 
 DOUBLE = str(ROOT / "tests" / "sglang_double")
 MIB = 1 << 20
+NOBODY = pwd.getpwnam("nobody")
 
 
 @pytest.fixture
@@ -48,6 +54,64 @@ class Systemctl:
             self.calls.append(argv[argv.index("systemctl"):])
             return 0, "0\n" if "--property=MainPID" in argv else "", ""
         return run_command(argv)
+
+
+NOT_FOUND = {"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"}  # as systemctl shows a unit it lacks
+
+
+class Systemd:
+    """systemctl as a host's systemd answers it, every other command run for real (systemd is not PID 1 here): each
+    unit's properties (`show`, in blocks, in order), and what was asked of it (enable, disable, stop, start,
+    daemon-reload...) recorded in calls and applied to them."""
+
+    def __init__(self, **units):
+        self.units = dict((name, dict(dict(LoadState="loaded", UnitFileState="disabled", ActiveState="inactive",
+                                           MainPID="0"), **props)) for name, props in units.items())
+        self.calls = []
+
+    def __call__(self, argv):
+        if "systemctl" not in argv:
+            return run_command(argv)
+        args = argv[argv.index("systemctl") + 1:]
+        if args[0] == "--version":
+            return 0, "systemd 252 (252.36-1~deb12u1)\n", ""
+        if args[0] == "show":
+            props = args[1].split("=", 1)[1].split(",")
+            blocks = ["\n".join("%s=%s" % (p, self.units.get(u, NOT_FOUND).get(
+                p, u if p == "Id" else "")) for p in props) for u in args[2:]]
+            return 0, "\n\n".join(blocks) + "\n", ""
+        self.calls.append(args)
+        verb, unit = args[0], args[-1]
+        if verb in ("enable", "disable"):
+            self.units.setdefault(unit, {})["UnitFileState"] = verb + "d"
+        elif verb == "stop":
+            self.units.setdefault(unit, {}).update(ActiveState="inactive", MainPID="0")
+        return 0, "", ""
+
+
+def in_mount_namespace(fn, tmpfs, options):
+    """fn() in a child process with a private mount namespace where tmpfs (a folder) is a tmpfs mounted with options
+    (the state folder full or read-only, as on a host; nothing of it outlives the child): what fn returns."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its answer through the pipe, whatever happens
+        try:
+            os.close(read)
+            os.unshare(os.CLONE_NEWNS)
+            subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", tmpfs], check=True)
+            answer = ("ok", fn())
+        except BaseException as e:  # pylint: disable=broad-except
+            answer = ("error", repr(e))
+        with os.fdopen(write, "wb") as f:
+            pickle.dump(answer, f)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        kind, value = pickle.load(f)
+    os.waitpid(pid, 0)
+    assert kind == "ok", value
+    return value
 
 
 @pytest.fixture
@@ -93,25 +157,59 @@ def server_cmd(port, py=sys.executable):
     return "%s -m sglang.launch_server --model-path /models/m --tp 2 --port %d" % (shlex.quote(py), port)
 
 
+def nobody_kin(tmp):
+    """A shell line that leaves two orphans of `nobody` in the caller's session: one titled sglang::scheduler, one
+    running an executable of the server's interpreter's name (python3.N) with multiprocessing.spawn in its argv."""
+    folder = tempfile.mkdtemp(prefix="inferops-nobody-")
+    os.chmod(folder, 0o755)
+    tmp.append(folder)
+    fake = os.path.join(folder, os.path.basename(os.path.realpath(sys.executable)))
+    shutil.copy("/bin/bash", fake)
+    run_as = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+    return ("( %s bash -c 'exec -a sglang::scheduler_TP0 sleep 600' & ) ; "
+            "( %s %s -c 'sleep 600; :' multiprocessing.spawn & )" % (run_as, run_as, shlex.quote(fake)))
+
+
+@pytest.fixture
+def folders():
+    made = []
+    yield made
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def wait_listening(port):
-    return wait_for(lambda: _discover.listeners(port, _procfs.snapshot()), 15)
+    return wait_for(lambda: _listeners.listeners(port, _procfs.snapshot()), 15)
 
 
 @pytest.fixture
 def server(spawn, tmp_path):
-    def start(*args, **knobs):
-        port = free_port()
+    def start(*args, preexec_fn=None, port=None, **knobs):
+        port = port or free_port()
         env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"),
                    SGLANG_DOUBLE_LOAD_SECONDS="1", SGLANG_DOUBLE_WARMUP_SECONDS="0.5", SGLANG_DOUBLE_HEALTH_SECONDS="1")
         env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
         p = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp", "1",
                               "--port", str(port), "--served-model-name", spawn.marker, *args],
-                             env=env, stdout=open(tmp_path / "log", "wb"), stderr=subprocess.STDOUT)
+                             env=env, stdout=open(tmp_path / "log", "wb"), stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
         spawn.procs.append(p)
         p.url = "http://127.0.0.1:%d" % port
+        p.marker = spawn.marker  # its served model name
         p.events = lambda: dict((e["event"], e["time"]) for e in map(json.loads, open(tmp_path / "state.jsonl")))
         return p
     return start
+
+
+@pytest.fixture
+def two_nodes(server):
+    """The two ranks of one `--tp 2 --nnodes 2` server of the double meeting on loopback, both listening on their
+    --port (rank 0 its API, rank 1 its dummy health check): (rank 0, rank 1), each with `port`."""
+    addr = "127.0.0.1:%d" % free_port()
+    ranks = [server("--tp", "2", "--nnodes", "2", "--node-rank", str(r), "--dist-init-addr", addr) for r in (0, 1)]
+    for p in ranks:
+        p.port = int(p.url.rsplit(":", 1)[1])
+        wait_listening(p.port)
+    return ranks
 
 
 def installed_double(tmp_path):
@@ -201,6 +299,7 @@ class FakeModule:
             self._diff = diff
         self.params = dict(self.defaults, **params)
         self.warnings, self.logged = [], []
+        self.no_log_values = set()
 
     def exit_json(self, **result):
         raise Exited(result)
@@ -216,3 +315,84 @@ class FakeModule:
 
     def log(self, msg):
         self.logged.append(msg)
+
+
+@pytest.fixture
+def public_dir():
+    """A folder under /tmp every user can reach (tmp_path is root's and 0700), removed afterwards."""
+    d = tempfile.mkdtemp(prefix="inferops-public-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def home(public_dir):
+    """A folder of nobody's (where its log is), in public_dir."""
+    d = public_dir / "home"
+    d.mkdir()
+    os.chown(str(d), NOBODY.pw_uid, NOBODY.pw_gid)
+    return d
+
+
+def chown_tree(path, uid, gid):
+    for base, dirs, files in os.walk(str(path)):
+        for n in [base] + [os.path.join(base, x) for x in dirs + files]:
+            os.lchown(n, uid, gid)
+
+
+def double_venv(folder, evil=None):
+    """A venv of the system's python in folder/venv, the double installed in it (with its metadata); with `evil` (a
+    file every user can write), a zz_evil.pth that appends the uid it runs as to it."""
+    venv = folder / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = pathlib.Path(subprocess.check_output(
+        [str(venv / "bin" / "python"), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        universal_newlines=True).strip())
+    shutil.copytree(str(ROOT / "tests" / "sglang_double" / "sglang"), str(site / "sglang"))
+    meta = site / "sglang-0.5.23.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
+    if evil:
+        evil.touch()
+        evil.chmod(0o666)
+        (site / "zz_evil.pth").write_text("import os; open(%r, 'a').write('%%d\\n' %% os.getuid())\n" % str(evil))
+    return Venv(venv, site, evil)
+
+
+@pytest.fixture
+def nobody_venv(public_dir):
+    """double_venv owned by nobody, with its zz_evil.pth (Venv.ran_as: the uids it ran as)."""
+    venv = double_venv(public_dir, public_dir / "uids")
+    chown_tree(venv.path, NOBODY.pw_uid, NOBODY.pw_gid)
+    return venv
+
+
+class Venv:
+    def __init__(self, path, site, uids):
+        self.path, self.site, self.uids = path, site, uids
+        self.python = str(path / "bin" / "python")
+
+    def ran_as(self):
+        """The uids zz_evil.pth saw, in order."""
+        return [int(x) for x in self.uids.read_text().split()]
+
+
+class ProcessModule(FakeModule):
+    """What the managers of process_kill, process_count and gpu_release use of AnsibleModule."""
+
+    defaults = dict(state="released", gpus=None, timeout=10.0, signal="TERM", escalate="KILL", grace=5.0, pid=None,
+                    pattern=None, user=None, exclude=[], max_targets=64, protect=[], unprotect=[], redact=[], tree=True,
+                    mode="all", expect=None)
+
+
+def exited(manager):
+    """What manager.run() exits with (exit_json's result)."""
+    with pytest.raises(Exited) as e:
+        manager.run()
+    return e.value.args[0]
+
+
+def alive(*pids):
+    """The pids that still run (zombies do not)."""
+    return [pid for pid in pids if _procfs.read(pid) is not None and not _procfs.read(pid).is_zombie]

@@ -74,3 +74,29 @@ marker, ready = sys.argv[1], sys.argv[2]
 out = subprocess.run(sys.argv[3:], stdout=subprocess.PIPE, universal_newlines=True).stdout
 json.dump({"pids": {"runner": os.getpid()}, "out": out}, open(ready, "w"))
 '''
+
+# What a real SGLang 0.5.15 does with a SIGTERM that comes before its first generate request: uvicorn takes it and
+# closes the port at once (no 503 ever), and the process lives on until its warm-up thread gives up (about 120 s).
+# argv[3]: the port; its argv names sglang.launch_server, as the server's does.
+UVICORN_BEFORE_GENERATE = r'''
+import json, os, signal, socket, sys, time
+marker, ready, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", port))
+listener.listen(16)
+signal.signal(signal.SIGTERM, lambda signum, frame: listener.close())
+json.dump({"pids": {"server": os.getpid()}}, open(ready, "w"))
+time.sleep(120)
+'''
+
+# A program that is not an SGLang server, listening on port argv[3] (and answering nothing).
+PORT_HOLDER = r'''
+import json, os, socket, sys, time
+marker, ready, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+listener = socket.socket()
+listener.bind(("127.0.0.1", port))
+listener.listen(16)
+json.dump({"pids": {"holder": os.getpid()}}, open(ready, "w"))
+time.sleep(600)
+'''

@@ -2,10 +2,12 @@
 scheduler, a unit that failed (systemd's answers given: it is not PID 1 here), and what it refuses."""
 import os
 import threading
+import time
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_wait import ModelWait
 
 from .conftest import Exited, Failed, FakeModule, free_port
@@ -62,8 +64,11 @@ def test_a_key_the_server_wants_is_given_and_never_shown(server, spawn):
     out = failure(Module(url=p.url, timeout=30))
     assert "401" in out["msg"] and "give api_key" in out["msg"]
     with pytest.raises(Exited) as e:
-        ModelWait(Module(url=p.url, api_key="sk-secret", redact=["--api-key"], timeout=30)).run()
+        ModelWait(Module(url=p.url, pid=p.pid, api_key="sk-secret", redact=["--api-key"], timeout=30)).run()
     assert e.value.args[0]["model"] == spawn.marker and "sk-secret" not in str(e.value.args[0])
+    out = failure(Module(url=p.url, api_key="sk-secret", timeout=30))
+    assert out["msg"] == ("an API key for the server at %s on this host goes only to the server's own listener: say "
+                          "whose it is (its unit or pid)" % p.url), "whose listener would get it is unknown"
 
 
 def test_a_server_that_dies_while_loading_fails_at_once_with_its_log(server, tmp_path):
@@ -77,19 +82,19 @@ def test_a_lost_scheduler_fails_the_wait_on_a_version_that_never_notices(server,
     """0.5.9 keeps loading for ever once a scheduler is SIGKILLed: the wait says so instead of timing out."""
     p = server(version="0.5.9", load_seconds=120)
     seen = threading.Event()
-    real = _discover.SchedulerWatch.problem
+    real = _family.SchedulerWatch.problem
 
     def problem(watch):
         why = real(watch)
         if watch.seen:
             seen.set()
         return why
-    monkeypatch.setattr(_discover.SchedulerWatch, "problem", problem)
+    monkeypatch.setattr(_family.SchedulerWatch, "problem", problem)
 
     def kill_a_scheduler():
         if seen.wait(60):
             procs = _procfs.snapshot()
-            (sched,) = [q for q in _discover.family_of(procs[p.pid], procs) if procs[q].cmdline.startswith("sglang::scheduler")]
+            (sched,) = [q for q in _family.family_of(procs[p.pid], procs) if procs[q].cmdline.startswith("sglang::scheduler")]
             os.kill(sched, 9)
     killer = threading.Thread(target=kill_a_scheduler)
     killer.start()
@@ -102,10 +107,25 @@ def test_a_lost_scheduler_fails_the_wait_on_a_version_that_never_notices(server,
     assert p.poll() is None, "the server itself still runs: only the wait could tell"
 
 
+def test_a_port_another_program_holds_fails_the_wait_at_once(server, impostor):
+    """Another program holds the port the server is started on: SGLang binds only once loaded, its bind then fails
+    and the real 0.5.15 lives on for two minutes (its warm-up asking the holder 120 times), ignoring SIGTERM. The
+    wait fails as soon as it sees the holder, naming it, instead of waiting out its timeout."""
+    port = free_port()
+    holder = impostor.start(port)
+    p = server(port=port, version="0.5.15", warmup_tries=120)
+    t0 = time.monotonic()
+    out = failure(Module(url="http://127.0.0.1:%d" % port, pid=p.pid, timeout=60))
+    assert time.monotonic() - t0 < 10, out
+    assert out["msg"].startswith("port %d is held by pid %d (/usr/bin/python3 -c " % (port, holder.pid))
+    assert out["msg"].endswith("not by pid %d's family: the server cannot bind it" % p.pid)
+    assert p.poll() is None, "the server itself lives on: only the wait could tell"
+
+
 def test_a_failed_unit_fails_the_wait_with_its_journal_redacted():
     module = FailedUnit(url="http://127.0.0.1:%d" % free_port(), unit="sglang-30000", lines=2, timeout=60)
     out = failure(module)
-    assert out["msg"].startswith("unit sglang-30000 failed (result exit-code, status 1)")
+    assert out["msg"].startswith("unit sglang-30000 failed (result exit-code): its main process exited with status 1")
     assert out["log_lines"] == ["started with --api-key ********", "RuntimeError: CUDA error"]
     assert ["journalctl", "-u", "sglang-30000", "-n", "2", "--no-pager", "-o", "cat"] in [a[4:] for a in module.asked]
 

@@ -1,13 +1,20 @@
 """sglang_adopt's decisions, from what is on the port and where its family is; a move that fails, whole or in
-part, stops nothing (real processes; systemd's answers given)."""
+part, stops nothing; a unit that would fight the service refused or named before anything moves (real processes;
+systemd's answers given)."""
+import json
 import subprocess
 import sys
 import time
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _manager_sglang_adopt, _procfs, _scope, _signals
+from ansible_collections.inferops.sglang.plugins.module_utils import _manager_sglang_adopt
+from ansible_collections.inferops.sglang.plugins.module_utils._server import port_units as _port_units
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    procfs as _procfs, scope as _scope, signals as _signals)
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_adopt import SglangAdopt, decide
+from tests.unit.conftest import free_port
+from .conftest import Exited, FakeModule, Systemd, server_cmd, wait_listening
 
 SCOPE = "s-adopted.scope"
 
@@ -106,3 +113,37 @@ def test_a_partial_move_says_where_each_process_is_and_stops_nothing(family, mon
     assert "was partial" in str(e.value) and "Nothing was stopped" in str(e.value)
     assert all("%d in " % f["pid"] in str(e.value) for f in family["family"])
     assert all(_procfs.is_alive((f["pid"], f["starttime"])) for f in family["family"])
+
+
+@pytest.mark.parametrize("mode", ["refuse", "replace"])
+def test_a_unit_that_would_fight_the_service_is_refused_or_named_before_anything_moves(
+        shell, tmp_path, monkeypatch, mode):
+    """The operator's unit for the port, enabled beside a server run by hand: refused with existing_units=refuse
+    (changed false, nothing asked of systemd); with replace, check mode says what the adoption would do to it."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "kimi.service").write_text("[Service]\nExecStart=/v/sglang serve --port %d\n" % port)
+    monkeypatch.setattr(_port_units, "UNIT_DIRS", (str(tmp_path / "etc"),))
+    systemd = Systemd(**{"kimi.service": dict(UnitFileState="enabled")})
+
+    class Host(FakeModule):
+        check_mode = mode == "replace"
+
+        def run_command(self, argv):
+            return systemd(argv)
+
+    mgr = SglangAdopt(Host(port=port, unit="s", state_dir=str(tmp_path / "state"), drain=5.0, devices=[], redact=[],
+                           existing_units=mode, capture=json.dumps({"argv": ["x"]})))
+    with pytest.raises(Exited) as e:
+        mgr.run()
+    out = e.value.args[0]
+    (kimi,) = out["units"]
+    if mode == "refuse":
+        assert out["failed"] and out["changed"] is False
+        assert out["msg"].startswith("nothing was touched: existing_units is refuse, and a unit that could serve port")
+    else:
+        assert kimi["plan"].endswith(": replace: backed up, disabled") and out["changed"] and out["action"] == "adopt"
+    assert systemd.calls == [] and not (tmp_path / "state").exists() and _procfs.is_alive(
+        (pid, _procfs.starttime(pid)))

@@ -1,9 +1,16 @@
 """sglang_discover's look at the captured model: measured always, warmed with prewarm=auto only when a switch is
-ahead and not in check mode; on real files evicted from the page cache."""
+ahead and not in check mode; on real files evicted from the page cache. Its look at a real server: nothing written,
+the units that could serve its port named."""
+import json
+import os
+
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover
-from .conftest import MIB, Failed, FakeModule, evict, write
+from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache
+from ansible_collections.inferops.sglang.plugins.module_utils._server import port_units as _port_units
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover, served_model
+from tests.unit.conftest import free_port, wait_for
+from .conftest import MIB, NOBODY, Exited, Failed, FakeModule, Systemd, evict, server_cmd, wait_listening, write
 
 
 class Module(FakeModule):
@@ -51,3 +58,95 @@ def test_a_negative_budget_or_margin_is_refused():
     for bad in (dict(prewarm_budget=-1), dict(prewarm_margin_gib=-1)):
         with pytest.raises(Failed, match="prewarm_budget and prewarm_margin_gib must be >= 0"):
             SglangDiscover(Module(**bad)).run()
+
+
+def test_the_served_model_is_asked_with_the_key_only_of_the_servers_family(impostor, server, spawn):
+    """The server found (its pid) is asked for its model with its own --api-key; whoever else accepts the connection
+    (another user on the port) is asked nothing."""
+    p = server("--api-key", "sk-served")
+    port = int(p.url.rsplit(":", 1)[1])
+    assert wait_for(lambda: served_model(port, ["--api-key", "sk-served"], p.pid), 30) == spawn.marker
+    other = free_port()
+    impostor.start(other)
+    assert served_model(other, ["--api-key", "sk-served"], p.pid) is None
+    assert impostor.requests() == []
+
+
+def test_a_rank_of_a_multi_node_server_is_reported_as_such(two_nodes):
+    """From either host: the server's place in the group, from its argv; rank 1 is not asked for a model (its port
+    serves no API)."""
+    rank0, rank1 = two_nodes
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Module(port=rank1.port, prewarm="off")).run()
+    one = e.value.args[0]
+    assert one["sglang"] and "model" not in one
+    assert {k: one["multinode"][k] for k in ("nnodes", "node_rank", "role")} == {
+        "nnodes": 2, "node_rank": 1, "role": "rank >= 1"}
+    assert one["multinode"]["dist_init_addr"].startswith("127.0.0.1:")
+    assert "rank 1 of a 2-node SGLang server" in one["multinode"]["refusal"]
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Module(port=rank0.port, prewarm="off")).run()
+    assert e.value.args[0]["multinode"]["role"] == "rank 0"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: the capture is nobody's")
+def test_a_server_users_capture_never_names_or_reads_what_that_user_cannot(cap, tmp_path):
+    """nobody's server names a root-only folder as its model: none of its files is named, measured or read."""
+    model = tmp_path / "llama"
+    model.chmod(0o700)
+    m = SglangDiscover(Module()).model_files(dict(cap, cwd="/", argv=cap["argv"][:-1] + [str(model)],
+                                                  uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, user="nobody"), warm=True)
+    assert m["files"] == 0 and m["paths"] == [] and m["warm"] is None and "model-1" not in json.dumps(m)
+    assert _pagecache.residency([str(model / "model-1.safetensors")])["resident"] < 8 * MIB  # nothing was read
+
+
+def test_discovery_writes_nothing_and_names_the_units_that_could_serve_the_port(shell, tmp_path, monkeypatch):
+    """A server run by hand, the operator's unit for its port enabled: the full capture comes back in `stored`
+    (none is written), and the unit is listed."""
+    port = free_port()
+    shell("%s --api-key sk-discover > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "kimi.service").write_text("[Service]\nExecStart=/v/python -m sglang.launch_server --api-key sk-discover "
+                                      "--port %d\n" % port)
+    monkeypatch.setattr(_port_units, "UNIT_DIRS", (str(etc),))
+    systemd = Systemd(**{"kimi.service": dict(UnitFileState="enabled")})
+
+    class Host(Module):
+        def run_command(self, argv):
+            return systemd(argv)
+
+    capture = tmp_path / "state" / str(port) / "capture.json"
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Host(port=port, capture_path=str(capture), prewarm="off")).run()
+    out = e.value.args[0]
+    assert out["changed"] is False and not (tmp_path / "state").exists()
+    assert out["stored"]["pid"] == pid and out["stored"]["argv"][-2:] == ["--api-key", "sk-discover"]
+    (kimi,) = out["units"]
+    assert kimi["unit"] == "kimi.service" and kimi["fights"] and not kimi["holds_port"] and not kimi["managed"]
+    assert "sk-discover" not in kimi["exec_start"] and "sk-discover" not in str(
+        dict((k, v) for k, v in out.items() if k != "stored"))
+    with pytest.raises(Exited) as e:  # without capture_path, nothing secret comes back
+        SglangDiscover(Host(port=port, prewarm="off")).run()
+    assert e.value.args[0]["stored"] == {}
+
+
+def test_an_ipv6_only_server_is_found_and_asked_on_its_loopback(shell):
+    """`--host ::` is IPv6 only (as a real 0.5.15's uvicorn binds it): discovery says where it answers ([::1]) and
+    asks its model there, with its own key."""
+    port = free_port()
+    shell("%s --host :: --api-key sk-six --served-model-name six > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    wait_for(lambda: served_model(port, ["--api-key", "sk-six"], pid), 15)
+    systemd = Systemd()
+
+    class Host(Module):
+        def run_command(self, argv):
+            return systemd(argv)
+
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Host(port=port, prewarm="off")).run()
+    out = e.value.args[0]
+    assert out["url"] == "http://[::1]:%d" % port and out["model"] == "six" and out["server"]["pid"] == pid
+    assert "sk-six" not in json.dumps(out)

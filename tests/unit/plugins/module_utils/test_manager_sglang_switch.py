@@ -1,6 +1,8 @@
 """sglang_switch's wait and record, after the switch: against the SGLang double on loopback (the captured command
 started again), a process that dies, and the record it keeps. The detached switch itself is test_switch_worker.py's."""
+import functools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -9,16 +11,22 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _files, _procfs, _switch_outcome
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    listeners as _listeners, port_units as _port_units)
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    files as _files, procfs as _procfs, selinux as _selinux)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
+    lock as _switch_lock, outcome as _switch_outcome, record as _record)
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
-from tests.unit.conftest import free_port
-from .conftest import Failed, FakeModule, installed_double, server_cmd, wait_listening
+from tests.unit.conftest import free_port, wait_for
+from .conftest import (NOBODY, Failed, FakeModule, Systemd, double_venv, in_mount_namespace, installed_double, server_cmd,
+                       wait_listening)
 
 
 class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    defaults = dict(redact=[], record=None, wait=None)
+    defaults = dict(redact=[], record=None, wait=None, existing_units="replace", capture=None, user="root", group=None)
 
 
 def wait(url, **kw):
@@ -38,19 +46,18 @@ def finished(state_dir, **outcome):
 def test_the_captured_command_serves_and_the_rollback_is_recorded(server, tmp_path):  # noqa: F811
     p = server()
     mgr = SglangSwitch(Module(wait=wait(p.url, generate=True),
-                              record=dict(dir=str(tmp_path / "30000"), data={"host": "h", "port": 30000,
-                                                                             "failure": "unit failed"})))
+                              record=dict(write=True, data={"host": "h", "port": 30000, "failure": "unit failed"})))
     result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, downtime=0.21, pid_started=p.pid, action="rollback")
     outcome = finished(tmp_path, pid_started=p.pid, began=1796058514.5)
     mgr.serve(result, outcome, "sglang.service", str(tmp_path), back=True)
     assert result["ready_after"] > 1.0 and result["model"] and result["generated"]
     assert result["msg"].startswith("rollback: stop server 0.20 s; the captured command ready after")
-    given = dict(mgr.params["record"], family=[], gpus=[])
+    given = _record.switch_plan(mgr.params["record"], str(tmp_path / "30000"), dict(family=[], gpus=[]), None, None)
     mgr.keep_record(result, outcome, given, True, str(tmp_path))
     record = json.loads((tmp_path / "30000" / "last.json").read_text())
     assert record == dict(host="h", port=30000, failure="unit failed", time=1796058514.5, action="rollback",
                           rollback_steps=STEPS, rollback_downtime_sec=0.21, pid_started=p.pid,
-                          ready_after_sec=result["ready_after"])
+                          ready_after_sec=result["ready_after"], units_restored=None, unit_started=None)
     assert (tmp_path / "30000" / "rollback-20261130T170834Z.json").exists()
     assert "# Rollback of port 30000 on h" in (tmp_path / "30000" / "last.md").read_text()
     assert sorted(result["record_written"]) == sorted(str(tmp_path / "30000" / n) for n in (
@@ -64,7 +71,7 @@ def test_what_the_switch_started_dies_and_the_failure_says_so_with_the_steps_and
     log.write_text("loading\nRuntimeError: CUDA out of memory\n")
     (tmp_path / "capture.json").write_text(json.dumps({"stdout": str(log)}))
     mgr = SglangSwitch(Module(wait=wait("http://127.0.0.1:9", timeout=30.0),
-                              record=dict(dir=str(tmp_path / "rec"), data={"host": "h"})))
+                              record=dict(write=True, data={"host": "h"})))
     result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, action="rollback")
     with pytest.raises(Failed) as e:
         mgr.serve(result, dict(pid_started=dead.pid, began=1796058514.5), "sglang.service", str(tmp_path), back=True)
@@ -76,15 +83,16 @@ def test_what_the_switch_started_dies_and_the_failure_says_so_with_the_steps_and
 
 
 def test_the_cutover_record_is_completed_on_the_host(tmp_path):
-    mgr = SglangSwitch(Module(record=dict(dir=str(tmp_path), data={"host": "h", "port": 30000, "old": {"pid": 7},
-                                                                   "stages_sec": {"discover": 0.4}})))
+    mgr = SglangSwitch(Module(record=dict(write=True, data={"host": "h", "port": 30000, "old": {"pid": 7},
+                                                            "stages_sec": {"discover": 0.4}})))
     result = dict(msg="switch", action="switch", steps=STEPS, downtime=0.3, ready_after=11.0, wait_seconds=11.2,
-                  model="m", generated="OK", sglang_version="0.5.23", elapsed=1.5,
+                  model="m", generated="", generated_tokens=1, sglang_version="0.5.23", elapsed=1.5,
                   installed=dict(seconds=0.5, unit_path="/etc/systemd/system/s.service", checksum="ab",
                                  environment_names=["A"]))
-    given = dict(mgr.params["record"], family=[7, 8], gpus=[0, 1], sglang_version="0.5.23", installed=result.pop("installed"))
+    given = dict(mgr.params["record"], dir=str(tmp_path), family=[7, 8], gpus=[0, 1], sglang_version="0.5.23", installed=result.pop("installed"))
     mgr.keep_record(result, finished(tmp_path, action="switch", began=1796058514.5), given, False, str(tmp_path))
     rec = json.loads((tmp_path / "last.json").read_text())
+    # an empty text with a token generated is a generation (a real model's first token can end the sequence)
     assert rec["old"] == {"pid": 7, "family": [7, 8]} and rec["gpus"] == [0, 1] and rec["generated"] is True
     assert rec["stages_sec"] == {"discover": 0.4, "unit": 0.5, "switch": 1.0, "verify": 11.2}
     assert rec["downtime_until_ready_sec"] == 11.3 and rec["load_sec"] == 11.0 and rec["model"] == "m"
@@ -101,7 +109,7 @@ def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(t
     outcome = finished(tmp_path, action="switch", began=1796058514.5, seconds=0.4)
     kept = []
     for dummy in range(3):
-        mgr = SglangSwitch(Module(record=dict(dir=given["dir"], data={"host": "other"})))
+        mgr = SglangSwitch(Module(record=dict(write=True, data={"host": "other"})))
         result = dict(steps=STEPS, downtime=0.3, ready_after=2.0, elapsed=1.0)
         mgr.keep_record(result, outcome, given, False, str(tmp_path))
         kept.append(result["record_written"])
@@ -126,6 +134,7 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
     would run the refused command is not even installed."""
     monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
     monkeypatch.setenv("SGLANG_DOUBLE_VERSION", version)
+    venv = double_venv(tmp_path)  # root's alone: its python may be run as root
     port = free_port()
     shell("%s > s.log 2>&1 & wait" % server_cmd(port))
     (pid,) = wait_listening(port)
@@ -140,9 +149,9 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
             time.sleep(0.01)
     prober = threading.Thread(target=probe)
     prober.start()
-    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), bad]
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), bad]
     mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False,
-                            target="unit", restart=False, executable=sys.executable, command=command,
+                            target="unit", restart=False, executable=venv.python, command=command,
                             devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=dict(
                                 unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(tmp_path / "units"),
                                 environment="", environment_path=None, gate="", gate_path=None, wants=[])
@@ -154,13 +163,36 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
         stop.set()
         prober.join()
     out = e.value.args[0]
-    assert out["msg"].startswith("preflight failed, nothing was %s: SGLang refuses the server's arguments: "
-                                 "launch_server.py: error: unrecognized arguments: %s" % (
-                                     "touched" if with_unit else "stopped", bad)), out["msg"]
-    assert with_unit or out["action"] == "switch" and out["preflight"]["server"]["pid"] == pid
+    assert out["msg"].startswith("preflight failed, nothing was touched: SGLang refuses the server's arguments: "
+                                 "launch_server.py: error: unrecognized arguments: %s" % bad), out["msg"]
+    assert out["action"] == "switch" and out["preflight"]["server"]["pid"] == pid and out["changed"] is False
     assert not (tmp_path / "units").exists()
-    assert _discover.listeners(port, _procfs.snapshot()) == [pid] and refused == []
+    assert _listeners.listeners(port, _procfs.snapshot()) == [pid] and refused == []
     assert not (tmp_path / "state" / str(port) / "switch.json").exists()
+
+
+def test_a_unit_command_of_one_rank_of_a_multi_node_server_stops_the_cutover_before_the_stop(
+        shell, tmp_path, monkeypatch):
+    """A server of one host running by hand, the unit's command (the operator's) one rank of a server over two hosts:
+    refused by the preflight, the old server untouched, no unit installed."""
+    monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
+    venv = double_venv(tmp_path)
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), "--tp", "2",
+               "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:20000"]
+    mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False,
+                            target="unit", restart=False, executable=venv.python, command=command,
+                            devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=dict(
+                                unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(tmp_path / "units"),
+                                environment="", environment_path=None, gate="", gate_path=None, wants=[])))
+    with pytest.raises(Failed) as e:
+        mgr.run()
+    out = e.value.args[0]
+    assert ("the unit's command for port %d is rank 1 of a 2-node SGLang server" % port) in out["msg"], out["msg"]
+    assert out["msg"].startswith("preflight failed, nothing was touched: ") and out["changed"] is False
+    assert not (tmp_path / "units").exists() and _listeners.listeners(port, _procfs.snapshot()) == [pid]
 
 
 class Started(Module):
@@ -180,7 +212,7 @@ def test_a_rerun_keeps_the_record_its_interrupted_run_did_not(tmp_path):
     finished(tmp_path, action="switch", began=1796058514.5, seconds=3.3, steps=steps, downtime=3.2,
              started_at=1796058517.8)
     for n in range(2):
-        mgr = SglangSwitch(Started(record=dict(dir=rec["dir"], data={"host": "rerun"})))
+        mgr = SglangSwitch(Started(record=dict(write=True, data={"host": "rerun"})))
         result = dict(changed=False, msg="sglang-30000.service serves port 30000: nothing to switch")
         mgr.late_record(result, str(tmp_path), "sglang-30000.service")
         if n == 0:
@@ -192,3 +224,201 @@ def test_a_rerun_keeps_the_record_its_interrupted_run_did_not(tmp_path):
     assert last["host"] == "h" and last["steps"] == steps and last["downtime_switch_sec"] == 3.2
     assert last["load_sec"] == 2.5 and last["downtime_until_ready_sec"] == 5.7 and last["time"] == 1796058514.5
     assert last["old"] == {"family": [7, 8]} and (tmp_path / "rec" / "cutover-20261130T170834Z.json").exists()
+
+
+FAKE_SYSTEMCTL = """#!/bin/sh
+# systemctl show for a host where the unit is not installed (systemd is not PID 1 here)
+case "$1" in
+  show) for p in $(echo "$2" | sed 's/^--property=//; s/,/ /g'); do
+          case "$p" in LoadState) echo "LoadState=not-found" ;; MainPID) echo "MainPID=0" ;; *) echo "$p=" ;; esac
+        done ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+def test_the_module_shows_no_secret_of_its_command(tmp_path):
+    """The real module (AnsibleModule), in check and diff mode, given a command with --api-key and an abbreviated
+    --admin-api: its result, and the arguments it says it was invoked with (what -vvv and AWX's job
+    events show), hold none of them. (no_log on the whole command would mask every word of it, "30000" included,
+    wherever it appears in the result.)"""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    port = free_port()
+    venv = double_venv(tmp_path)  # root's alone: its python may be run as root
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port),
+               "--api-key", "sk-vvv-1", "--admin-api=adm-vvv-2"]
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict(
+        port=port, unit="sglang-t", state_dir=str(tmp_path / "state"), command=command, executable=venv.python,
+        _ansible_check_mode=True, _ansible_diff=True,
+        _ansible_inject_invocation=True)}))  # ansible-core 2.16 always returns it; later ones when configured
+    from tests.unit.conftest import COLLECTIONS
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    p = subprocess.run([sys.executable, "-m", "ansible_collections.inferops.sglang.plugins.modules.sglang_switch",
+                        str(args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       timeout=120, check=False)
+    result = json.loads(p.stdout)
+    assert result["action"] == "start" and not result.get("failed"), result["msg"]
+    shown = result["invocation"]["module_args"]["command"]
+    assert shown[-3] == "--api-key" and shown[-2] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER", shown
+    assert shown[-1] == "--admin-api=********", shown
+    assert str(port) in json.dumps(result["invocation"]), "the rest of the command is shown as it is"
+    for secret in ("sk-vvv-1", "adm-vvv-2"):
+        assert secret not in p.stdout and secret not in p.stderr
+
+
+def files_under(*folders):
+    """Every file and folder under folders: {path: (mode, content)} (content None for a folder)."""
+    out = {}
+    for folder in folders:
+        for root, dirs, names in os.walk(str(folder)):
+            out[root] = (os.stat(root).st_mode, None)
+            for n in names:
+                path = os.path.join(root, n)
+                with open(path, "rb") as f:
+                    out[path] = (os.stat(path).st_mode, f.read())
+    return out
+
+
+KIMI = ("[Service]\nType=simple\nExecStart=%s -m sglang.launch_server --model-path /models/m --port %d\n"
+        "Restart=always\n[Install]\nWantedBy=multi-user.target\n")
+
+
+@pytest.mark.parametrize("cause, says", [
+    ("refuse", "existing_units is refuse, and a unit that could serve port"),
+    ("full", "free in its filesystem"),
+    ("read-only", "is on a read-only filesystem"),
+    ("lock", "switch.lock stays held, with no switch in progress"),
+])
+def test_a_refusal_installs_enables_and_writes_nothing_and_says_why(shell, tmp_path, monkeypatch, cause, says):
+    """The server runs by hand beside the operator's enabled unit for its port: each refusal leaves the unit files,
+    systemd's state and the state folder as they were, reports changed=false, and stops nothing."""
+    monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
+    monkeypatch.setenv("SGLANG_DOUBLE_VERSION", "0.5.23")
+    monkeypatch.setattr(_switch_lock, "LOCK_WAIT", 1.0)
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    units, state = tmp_path / "etc", tmp_path / "state"
+    units.mkdir()
+    state.mkdir()
+    venv = double_venv(tmp_path)  # root's alone: its python may be run as root
+    (units / "kimi.service").write_text(KIMI % (venv.python, port))
+    monkeypatch.setattr(_port_units, "UNIT_DIRS", (str(units),))
+    holder = None
+    if cause == "lock":
+        (state / str(port)).mkdir(mode=0o700)
+        holder = subprocess.Popen(["flock", str(state / str(port) / "switch.lock"), "sleep", "60"])
+        wait_for((state / str(port) / "switch.lock").exists)
+    systemd = Systemd(**{"kimi.service": dict(UnitFileState="enabled")})
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port)]
+
+    class Module(Host):
+        def run_command(self, argv):
+            return systemd(argv)
+
+    mgr = SglangSwitch(Module(
+        port=port, unit="sglang", state_dir=str(state), drain=5.0, release_strays=False, target="unit", restart=False,
+        executable=venv.python, command=command, devices=[str(tmp_path / "nvidia*")], timeout=30.0,
+        existing_units="refuse" if cause == "refuse" else "replace", capture=json.dumps({"argv": command, "pid": pid}),
+        install=dict(unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(units), environment="A=1\n",
+                     environment_path=str(tmp_path / "env" / "sglang.env"), gate="", gate_path=None, wants=[])))
+
+    def refused():
+        before = files_under(units, state)
+        with pytest.raises(Failed) as e:
+            mgr.run()
+        return e.value.args[0], before, files_under(units, state)
+    try:
+        if cause in ("full", "read-only"):
+            out, before, after = in_mount_namespace(refused, str(state), "size=100k" + (",ro" if cause == "read-only"
+                                                                                        else ""))
+        else:
+            out, before, after = refused()
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+    starts = ("preflight failed, nothing was touched: ", "could not start the switch, nothing was touched: ")
+    assert out["msg"].startswith(starts) and says in out["msg"], out["msg"]
+    assert out["changed"] is False and after == before
+    assert not (tmp_path / "env").exists() and not [c for c in systemd.calls if c[0] != "reset-failed"]
+    assert _listeners.listeners(port, _procfs.snapshot()) == [pid]
+
+
+@pytest.mark.parametrize("text", ["--api-key sk-not-json", json.dumps(["sk-a-list"])])
+def test_a_capture_that_is_not_a_json_object_fails_before_anything_and_is_never_quoted(tmp_path, text):
+    mgr = SglangSwitch(Host(port=30000, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, target="unit",
+                            release_strays=False, restart=False, executable=None, command=[], devices=[], timeout=1.0,
+                            install=None, capture=text))
+    with pytest.raises(Failed) as e:
+        mgr.run()
+    assert e.value.args[0]["msg"] == ("capture must be a capture as JSON text (sglang_discover's stored, to_json): "
+                                      "an object") and not (tmp_path / "state").exists()
+
+
+def probed(venv, **params):
+    """The manager's probe of the venv's python: (version, problems, the parser's answer, warnings)."""
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "m", "--x"]
+    mgr = SglangSwitch(Module(port=30000, unit="sglang", state_dir="/nonexistent", drain=1.0, target="unit",
+                              executable=None, command=command, timeout=None, **params))
+    mgr.validate()
+    mgr.probe()
+    version, why = mgr.sglang_version(venv.python, mgr.asked)
+    return version, why, mgr.parsed(mgr.python, mgr.parsing) if mgr.parsing else None, mgr.module.warnings
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: it probes as nobody")
+def test_the_probes_run_as_the_units_user_never_as_root_in_the_owners_venv(nobody_venv):
+    """The venv is nobody's, with a .pth that writes the uid it runs as: with the unit's User=nobody both questions
+    run (and answer) as nobody; with User=root neither runs, and the warning names the venv and its owner."""
+    assert probed(nobody_venv, user="nobody", group=None)[:3] == (
+        "0.5.23", [], "SGLang refuses the server's arguments: launch_server.py: error: unrecognized arguments: --x")
+    assert nobody_venv.ran_as() and set(nobody_venv.ran_as()) == {NOBODY.pw_uid}
+    nobody_venv.uids.write_text("")
+    version, why, said, warnings = probed(nobody_venv, user="root", group=None)
+    assert (version, why, said, nobody_venv.ran_as()) == (None, [], None, [])
+    assert warnings == ["%s was not asked for SGLang's version nor given the server's arguments to parse: it would "
+                        "run as root, and %s is owned by nobody. Run the unit as the user who owns the venv (user, "
+                        "group), or make the venv root's alone" % (nobody_venv.python, nobody_venv.path)]
+
+
+def test_an_unknown_user_fails_before_anything_runs(tmp_path):
+    with pytest.raises(Failed) as e:
+        probed(double_venv(tmp_path), user="no-such-user", group=None)
+    assert e.value.args[0]["msg"] == "the unit's User=no-such-user or Group= is not known on the host"
+
+
+def test_the_switch_relabels_only_when_the_preflight_found_nothing_else(tmp_path, monkeypatch):
+    """SELinux enforcing (the enforce file and the labels given as in test_selinux.py), the tools there: a preflight
+    with another problem runs neither semanage nor restorecon; one without runs both."""
+    script = str(tmp_path / "sglang")
+    (tmp_path / "sglang").write_text("#!/usr/bin/python3\n")
+    (tmp_path / "enforce").write_text("1")
+    labels = {script: "unconfined_u:object_r:admin_home_t:s0"}
+
+    def getxattr(path, name):
+        return labels[path].encode()
+    monkeypatch.setattr(_selinux, "check", functools.partial(
+        _selinux.check, enforce=str(tmp_path / "enforce"), getxattr=getxattr, which=lambda name: "/usr/sbin/" + name))
+    monkeypatch.setattr(_selinux, "fix", functools.partial(_selinux.fix, getxattr=getxattr))
+    ran = []
+
+    class Module(FakeModule):
+        def run_command(self, argv):
+            ran.append(argv)
+            if argv[4].endswith("restorecon"):
+                labels[script] = "system_u:object_r:bin_t:s0"
+            return 0, "", ""
+
+    mgr = SglangSwitch(Module(redact=[]))
+    problems = ["port 30000 is held by another server"]
+    decision = mgr.selinux(script, problems)
+    assert (decision["action"], decision["fixed"], ran) == ("fix", False, [])
+    assert decision["msg"].endswith("(not done: the preflight found other problems)")
+    assert problems == ["port 30000 is held by another server"]
+    assert mgr.selinux(script, [])["fixed"] is True
+    assert [argv[4] for argv in ran] == ["/usr/sbin/semanage", "/usr/sbin/restorecon"]  # each under timeout

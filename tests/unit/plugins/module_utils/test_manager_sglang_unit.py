@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils._files import sha1
+from ansible_collections.inferops.sglang.plugins.module_utils._host.files import sha1
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_unit import SglangUnit
 
 from .conftest import Exited, Failed, FakeModule, run_command
@@ -125,6 +125,20 @@ def test_a_unit_systemd_analyze_rejects_is_not_installed(tmp_path):
     msg = e.value.args[0]["msg"]
     assert msg.startswith("systemd-analyze verify rejected the unit sglang-30000.service, so it was not installed: ")
     assert "/opt/missing/bin/python" in msg and not (tmp_path / "units").exists() and host.asked == []
+
+
+def test_a_user_unit_with_a_line_that_runs_as_root_is_not_installed(tmp_path):
+    """Defence in depth: whatever added it (a value written into the unit), an ExecStartPre=+ in a unit that runs as
+    its owner is never written, verified or started."""
+    unit = UNIT.replace("ExecStart=/bin/sleep 600\n", "ExecStart=/bin/sleep 600\nWorkingDirectory=/srv/w\n"
+                        "ExecStartPre=+/srv/evil.sh\nUser=nobody\n")
+    host = Host(tmp_path, unit=unit, state="started")
+    with pytest.raises(Failed) as e:
+        SglangUnit(host).run()
+    msg = e.value.args[0]["msg"]
+    assert msg.startswith("the unit sglang-30000.service runs as a user, yet would run this as root: line 9: "
+                          "ExecStartPre=+/srv/evil.sh. Refused, nothing was written"), msg
+    assert not (tmp_path / "units").exists() and not (tmp_path / "env").exists() and host.asked == []
 
 
 def test_a_start_that_fails_fails_the_module_with_what_was_done(tmp_path):

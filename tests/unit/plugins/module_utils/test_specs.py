@@ -3,7 +3,7 @@ of a port and a unit name that more than one module makes."""
 import pytest
 import yaml
 
-from ansible_collections.inferops.sglang.plugins.doc_fragments import server, unit_files, wait
+from ansible_collections.inferops.sglang.plugins.doc_fragments import selection, server, stop, unit_files, wait
 from ansible_collections.inferops.sglang.plugins.module_utils import _specs
 
 
@@ -60,6 +60,8 @@ def agree(spec, docs):
     (_specs.PORT_SPEC, server.ModuleDocFragment.DOCUMENTATION),
     (_specs.REDACT_SPEC, server.ModuleDocFragment.REDACT),
     (_specs.DEVICES_SPEC, server.ModuleDocFragment.DEVICES),
+    (_specs.SELECTION_SPEC, selection.ModuleDocFragment.DOCUMENTATION),
+    (_specs.STOP_SPEC, stop.ModuleDocFragment.DOCUMENTATION),
 ])
 def test_each_group_is_documented_as_it_is_specified(spec, fragment):
     agree(spec, options(fragment))

@@ -12,7 +12,8 @@ def test_names_the_modules_take(name):
 
 
 @pytest.mark.parametrize("name", ["sglang-30000.service", "sglang@30000.service", "", "-x", "_x", ".x", "a b", "a/b",
-                                  "a@", "a@b@c", "a@b c", "sgl\nang", 30000, None, ["sglang"]])
+                                  "a@", "a@b@c", "a@b c", "sgl\nang", "sglang\n", "x@y\n", 30000, None,
+                                  ["sglang"]])
 def test_names_the_modules_refuse(name):
     assert not systemd_unit_name(name)
 

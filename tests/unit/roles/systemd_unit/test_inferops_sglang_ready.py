@@ -5,10 +5,13 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils import _discover, _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from tests.unit.conftest import ROOT, free_port, wait_for
 
 GATE = str(ROOT / "roles" / "systemd_unit" / "files" / "inferops-sglang-ready")
@@ -17,42 +20,90 @@ DOUBLE = str(ROOT / "tests" / "sglang_double")
 
 @pytest.fixture
 def double(spawn, tmp_path):
-    def start(*args, version="0.5.23", load="1", faults=""):
+    def start(*args, version="0.5.23", load="1", faults="", preexec_fn=None):
         port = free_port()
         env = dict(os.environ, PYTHONPATH=DOUBLE, SGLANG_DOUBLE_VERSION=version, SGLANG_DOUBLE_LOAD_SECONDS=load,
                    SGLANG_DOUBLE_WARMUP_SECONDS="0.3", SGLANG_DOUBLE_HEALTH_SECONDS="0.2", SGLANG_DOUBLE_FAULTS=faults)
         p = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port",
                               str(port)] + list(args), env=env, stdout=open(str(tmp_path / "log"), "ab"),
-                             stderr=subprocess.STDOUT, start_new_session=True)
+                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec_fn)
         spawn.procs.append(p)
         p.port = port
         return p
     return start
 
 
-def gate(port, spawn, **env):
-    """The gate, started as ExecStartPost is: the unit's environment (MAINPID, the environment file's names)."""
-    p = subprocess.Popen([sys.executable, GATE, "127.0.0.1", str(port)], env=dict(os.environ, **env),
+def gate(port, spawn, host="127.0.0.1", preexec_fn=None, **env):
+    """The gate, started as ExecStartPost is: the unit's environment (MAINPID, the environment file's names), in the
+    unit's cgroup (preexec_fn)."""
+    p = subprocess.Popen([sys.executable, GATE, host, str(port)], env=dict(os.environ, **env), preexec_fn=preexec_fn,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     spawn.procs.append(p)
     return p
 
 
 def ready_events(server):
-    return _discover.local_url(server.port) is not None
+    return _listeners.local_url(server.port) is not None
 
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15", "0.5.23"])
-def test_passes_once_the_server_serves_with_or_without_the_key(double, spawn, version):
-    """With --api-key, SGLang 0.5.5-0.5.15 answer /ready with 401: the gate asks /health (always open) instead
-    of polling 401 until TimeoutStartSec; with the key in its environment it is let in everywhere."""
+def test_passes_once_the_server_serves_behind_the_key_without_it(double, spawn, version):
+    """With --api-key, SGLang 0.5.5-0.5.15 answer /ready with 401: the gate asks /health (open without the key on
+    every version) instead of polling 401 until TimeoutStartSec. It never needs the key, so it never sends it."""
     server = double("--api-key", "sk-gate", version=version)
-    main = dict(MAINPID=str(server.pid))
-    without, with_key = gate(server.port, spawn, **main), gate(server.port, spawn, INFEROPS_API_KEY="sk-gate", **main)
-    for g in (without, with_key):
-        out, err = g.communicate(timeout=60)
-        assert g.returncode == 0, err
+    g = gate(server.port, spawn, MAINPID=str(server.pid), INFEROPS_API_KEY="sk-gate")
+    out, err = g.communicate(timeout=60)
+    assert g.returncode == 0, err
     assert ready_events(server)
+
+
+def test_another_process_on_the_port_fails_the_gate_at_once_and_gets_no_key(impostor, cgroups, spawn):
+    """Another user (nobody, another cgroup) holds the port while the unit's server loads: its /ready answers 200.
+    The server cannot bind the port once loaded (a real one then lives on for minutes, ignoring SIGTERM): the gate
+    fails at once naming the holder, instead of waiting out TimeoutStartSec, and asks it nothing (no key)."""
+    port = free_port()
+    holder = impostor.start(port)
+    loading = subprocess.Popen(["sleep", "600"], preexec_fn=cgroups.enter("sglang-t.service"))
+    spawn.procs.append(loading)
+    t0 = time.monotonic()
+    g = gate(port, spawn, preexec_fn=cgroups.enter("sglang-t.service"), MAINPID=str(loading.pid),
+             INFEROPS_API_KEY="sk-gate-secret")
+    out, err = g.communicate(timeout=30)
+    assert g.returncode == 1 and time.monotonic() - t0 < 10
+    assert "port %d is held by pid %d (/usr/bin/python3 -c " % (port, holder.pid) in err
+    assert "a process outside this unit: the server cannot bind it" in err
+    assert impostor.requests() == [], "nothing was asked of it, the key least of all"
+
+
+def test_the_answer_counts_only_from_the_units_own_listener(double, impostor, cgroups, spawn):
+    """The unit's server listens on 127.0.0.2, an impostor on 127.0.0.1, same port: asked at 127.0.0.1, the gate
+    reaches the impostor, and a listener of the unit's on the port (another address) does not make that answer the
+    server's: it fails. Asked at 127.0.0.2, it passes."""
+    unit = cgroups.enter("sglang-t.service")
+    server = double("--host", "127.0.0.2", preexec_fn=unit, load="0.3")
+    wait_for(lambda: _listeners.listeners(server.port, _procfs.snapshot()), 15)
+    holder = impostor.start(server.port, host="127.0.0.1")
+    wrong = gate(server.port, spawn, preexec_fn=unit, MAINPID=str(server.pid))
+    right = gate(server.port, spawn, host="127.0.0.2", preexec_fn=unit, MAINPID=str(server.pid))
+    out, err = right.communicate(timeout=30)
+    assert right.returncode == 0, err
+    out, err = wrong.communicate(timeout=30)
+    assert wrong.returncode == 1 and "port %d is held by pid %d" % (server.port, holder.pid) in err
+    assert [r["path"] for r in impostor.requests()] == [], "nothing was asked of it: the connection was not the unit's"
+
+
+def test_another_sglang_server_on_the_port_fails_the_gate(double, cgroups, spawn):
+    """Another SGLang server holds the port (the real new server would log "fired up", talking to it, and exit 3
+    after about 26 s): the gate fails at once; the other server serves on."""
+    other = double(load="0.3")
+    wait_for(lambda: _listeners.listeners(other.port, _procfs.snapshot()), 15)
+    mine = subprocess.Popen(["sleep", "600"], preexec_fn=cgroups.enter("sglang-t.service"))
+    spawn.procs.append(mine)
+    g = gate(other.port, spawn, preexec_fn=cgroups.enter("sglang-t.service"), MAINPID=str(mine.pid))
+    out, err = g.communicate(timeout=30)
+    assert g.returncode == 1 and "port %d is held by pid %d (%s -m sglang.launch_server" % (
+        other.port, other.pid, sys.executable) in err
+    assert other.poll() is None
 
 
 def test_waits_through_loading(double, spawn):
@@ -101,3 +152,36 @@ def test_another_trees_scheduler_is_not_its_own(double, spawn):
     os.kill(theirs[0].pid, 9)
     out, err = g.communicate(timeout=60)
     assert g.returncode == 0, err
+
+
+def test_an_ipv6_only_server_is_asked_on_its_loopback(double, spawn):
+    """`--host ::` is IPv6 only (as a real 0.5.15's uvicorn binds it): the gate the unit renders for it asks ::1 and
+    passes; asked at 127.0.0.1 it would find the port closed until TimeoutStartSec."""
+    server = double("--host", "::", version="0.5.15")
+    right = gate(server.port, spawn, host="::1", MAINPID=str(server.pid))
+    wrong = gate(server.port, spawn, host="127.0.0.1", MAINPID=str(server.pid))
+    out, err = right.communicate(timeout=60)
+    assert right.returncode == 0, err
+    with pytest.raises(subprocess.TimeoutExpired):
+        wrong.communicate(timeout=3)
+
+
+def test_v1_models_200_during_the_warm_up_does_not_pass_the_gate(double, spawn):
+    """/v1/models answers 200 while the model warms up (seen on a real 0.5.15); readiness is /health's alone."""
+    server = double(version="0.5.15", faults="never_healthy", load="0.3")
+    g = gate(server.port, spawn, MAINPID=str(server.pid))
+    url = "http://127.0.0.1:%d" % server.port
+    wait_for(lambda: _status(url + "/v1/models") == 200, 15)
+    with pytest.raises(subprocess.TimeoutExpired):
+        g.communicate(timeout=3)
+    assert _status(url + "/v1/models") == 200 and _status(url + "/health") == 503
+
+
+def _status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0

@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# Documented in cutover_input_problems.yml and cutover_servers.yml beside this file.
+
+import json
+import re
+import shlex
+
+from ansible_collections.inferops.sglang.plugins.module_utils._specs import is_unit_name
+
+# Given blank ("" or null: an AWX question left blank, an empty -e), these are named, not used.
+NAMES = ("cutover_unit_name", "cutover_state_dir")
+STRINGS = ("cutover_working_directory", "cutover_user", "cutover_group", "cutover_hook_before_stop",
+           "cutover_hook_after_serving")
+LISTS = ("cutover_command", "cutover_extra_args")
+# name: the least value
+NUMBERS = (("cutover_drain_sec", 0), ("cutover_timeout_start_sec", 1), ("cutover_prewarm_budget_sec", 0),
+           ("cutover_prewarm_margin_gib", 0), ("cutover_bench_max_slowdown_pct", 0))
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*\Z"
+# What one entry of cutover_ports may hold, and the role's variable each sets.
+SERVER_KEYS = ("port", "unit_name", "command", "extra_args", "environment", "working_directory", "user", "group")
+
+
+def _show(value):
+    return json.dumps(value) if isinstance(value, (list, dict)) else repr(value)
+
+
+def _typed(value):
+    """value as the user typed it: a number given as a string (-e, AWX) unquoted."""
+    if isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*\Z", value):
+        return value.strip()
+    return _show(value)
+
+
+def _whole(value):
+    """value as an int when it is a whole number (an int, or a string of digits as -e and AWX give it), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*\Z", value):
+        return int(value)
+    return None
+
+
+def port_problem(name, value):
+    """The rule a port breaks, with its value; None when it is one."""
+    port = _whole(value)
+    if port is None:
+        return "%s %s: a port is a whole number, 1-65535" % (name, _show(value))
+    if not 0 < port < 65536:
+        return "%s %s: a port is 1-65535" % (name, _typed(value))
+    return None
+
+
+def unit_name_problem(name, value):
+    if not isinstance(value, str):
+        return "%s %s: a service's name is a string" % (name, _show(value))
+    if value.endswith(".service"):
+        return "%s %s: give the service's name without .service (%s)" % (name, _show(value), _show(value[:-8]))
+    if not is_unit_name(value):
+        return ("%s %s: a service's name has only letters, digits and _ . : - (and an optional @instance), and starts"
+                " with a letter or digit" % (name, _show(value)))
+    return None
+
+
+def _list_problems(name, value):
+    if isinstance(value, str):
+        try:
+            split = shlex.split(value)
+        except ValueError:
+            split = value.split()
+        return ["%s is a string (%s): give a list, one argument an element: -e '%s' (JSON), or in YAML one '- '"
+                " line an argument" % (name, _show(value), json.dumps({name: split}))]
+    if not isinstance(value, (list, tuple)):
+        return ["%s %s: a list of strings, one argument an element" % (name, _show(value))]
+    return ["%s[%d] is %s, not a string: quote it (%s)" % (name, i, _show(v), json.dumps(str(v)))
+            for i, v in enumerate(value) if not isinstance(v, str)]
+
+
+def _port_of(argv, default):
+    """The value of the last --port of argv (--port N or --port=N), else default (SGLang's own parse: last wins)."""
+    found = default
+    for i, arg in enumerate(argv):
+        if arg == "--port" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("--port="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def cutover_input_problems(inputs):
+    """Each rule the cutover role's inputs break, one line each, naming the variable, the rule and the value; empty
+    when every input is good."""
+    out = []
+    blank = [n for n in NAMES if n in inputs and inputs[n] in (None, "")]
+    blank += [n for n in STRINGS if n in inputs and inputs[n] is None]
+    for name in blank:
+        out.append('%s is blank ("" or null): give a value, or leave the variable out for its default' % name)
+    problem = port_problem("cutover_port", inputs.get("cutover_port"))
+    if problem:
+        out.append(problem)
+    if "cutover_unit_name" not in blank:
+        problem = unit_name_problem("cutover_unit_name", inputs.get("cutover_unit_name"))
+        if problem:
+            out.append(problem)
+    for name in LISTS:
+        out.extend(_list_problems(name, inputs.get(name) or []))
+    command = inputs.get("cutover_command") or []
+    if isinstance(command, list) and command and isinstance(command[0], str) and not command[0].startswith("/"):
+        out.append("cutover_command[0] %s: the command starts with an absolute path (the venv's python, e.g. %s)"
+                   % (_show(command[0]), _show("/opt/sglang/venv/bin/" + command[0].rsplit("/", 1)[-1])))
+    environment = inputs.get("cutover_environment") or {}
+    if not isinstance(environment, dict):
+        out.append("cutover_environment %s: a mapping of names to strings" % _show(environment))
+    else:
+        for key in sorted(environment, key=str):
+            value = environment[key]
+            if not isinstance(key, str) or not re.match(ENV_NAME, key):
+                out.append("cutover_environment name %s: letters, digits and _, not starting with a digit" % _show(key))
+            if not isinstance(value, str):
+                out.append("cutover_environment %s is %s, not a string: quote it (%s)"
+                           % (key, _show(value), json.dumps(str(value))))
+    argv = [a for a in (command if isinstance(command, list) else []) + (inputs.get("cutover_extra_args") or [])
+            if isinstance(a, str)] if isinstance(inputs.get("cutover_extra_args") or [], list) else []
+    port = _whole(inputs.get("cutover_port"))
+    given = _port_of(argv, None)
+    if port is not None and given is not None and _whole(given) != port:
+        out.append("--port %s in the command or the extra args: it must equal cutover_port (%d), or be left out"
+                   % (_typed(given), port))
+    for name, least in NUMBERS:
+        if name in inputs:
+            value = _whole(inputs[name])
+            if value is None or value < least:
+                out.append("%s %s: a whole number >= %d" % (name, _typed(inputs[name]), least))
+    return out
+
+
+def cutover_servers(ports):
+    """cutover_ports as the playbooks loop over it: one dict an entry ({port} for an int), each with every key of
+    SERVER_KEYS it gives, the port as an int; and the problems: an entry that is neither, a bad key, a port that is
+    no number, a bad unit name, and two entries with the same port or the same unit name (each naming the entries).
+    The port's range is the role's check (cutover_input_problems), for every entry."""
+    servers, problems = [], []
+    for i, entry in enumerate(ports or []):
+        where = "cutover_ports[%d]" % i
+        if _whole(entry) is not None and not isinstance(entry, dict):
+            entry = {"port": entry}
+        if not isinstance(entry, dict):
+            problems.append("%s %s: an entry is a port or a mapping with port (and optionally %s)"
+                            % (where, _show(entry), ", ".join(SERVER_KEYS[1:])))
+            continue
+        unknown = sorted(k for k in entry if k not in SERVER_KEYS)
+        if unknown:
+            problems.append("%s has %s: an entry's keys are %s" % (where, ", ".join(map(str, unknown)), ", ".join(SERVER_KEYS)))
+        if "port" not in entry:
+            problems.append("%s %s has no port" % (where, _show(entry)))
+            continue
+        if _whole(entry["port"]) is None:  # its range is the role's check of cutover_port, once
+            problems.append("%s.port %s: a port is a whole number, 1-65535" % (where, _show(entry["port"])))
+            continue
+        server = dict((k, entry[k]) for k in SERVER_KEYS if k in entry)
+        server["port"] = _whole(entry["port"])
+        server["unit_name"] = entry.get("unit_name") or "sglang-%d" % server["port"]  # the role's default
+        problem = unit_name_problem(where + ".unit_name", server["unit_name"])
+        if problem:
+            problems.append(problem)
+        servers.append((where, server))
+    for key in ("port", "unit_name"):
+        seen = {}
+        for where, server in servers:
+            seen.setdefault(server[key], []).append(where)
+        for value, wheres in sorted(seen.items(), key=lambda kv: str(kv[0])):
+            if len(wheres) > 1:
+                problems.append("%s have the same %s %s: each server has its own port and its own unit"
+                                % (", ".join(wheres[:-1]) + " and " + wheres[-1], key, _show(value)))
+    return {"servers": [server for where, server in servers], "problems": problems}
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"cutover_input_problems": cutover_input_problems, "cutover_servers": cutover_servers}

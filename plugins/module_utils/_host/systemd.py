@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""systemctl and journalctl, always with a timeout; the end of a log file, read as whoever controls its folder."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import signal
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, timed
+
+TIMEOUT = 15
+UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", "ExecMainStatus", "ExecMainCode",
+                   "LoadState")
+
+
+def show(run, unit, properties=UNIT_PROPERTIES):
+    """{property: value} of a unit, from `systemctl show`."""
+    return show_many(run, [unit], properties)[0]
+
+
+def show_many(run, units, properties=UNIT_PROPERTIES):
+    """[{property: value}] of each unit, in order, from one `systemctl show` (a block per unit)."""
+    rc, out, err = timed(run, ["systemctl", "show", "--property=" + ",".join(properties)] + list(units), TIMEOUT)
+    if rc != 0:
+        raise RuntimeError("systemctl show %s failed (rc %d): %s" % (" ".join(units), rc, err.strip()))
+    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+              for block in out.strip("\n").split("\n\n")]
+    if len(blocks) != len(units):
+        raise RuntimeError("systemctl show answered %d blocks for %d units" % (len(blocks), len(units)))
+    return blocks
+
+
+def journal(run, unit, lines=20):
+    """The unit's last journal lines (empty list when journalctl is missing or fails)."""
+    try:
+        rc, out, dummy = timed(run, ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"], TIMEOUT)
+    except (OSError, CommandError):
+        return []
+    return out.splitlines()[-lines:] if rc == 0 else []
+
+
+def _end(path, size):
+    """The text of the last `size` bytes of a regular file (never through a link at its last component, never a FIFO)."""
+    return _owner.read_regular(path, limit=size).decode("utf-8", "replace")
+
+
+def tail(path, lines=20):
+    """The last lines of a log file, read as whoever controls its folder (a server's owner's log as that owner: never a
+    root-only file they linked to); [] when it cannot be read so, or root's folder is one another user can change."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        reader = _owner.Owner.of(folder)
+        if reader.is_root and _owner.distrust(folder, sticky=True):
+            return []
+        data = reader.call(_end, path, 65536)
+    except OSError:
+        return []
+    return data.splitlines()[-lines:]
+
+
+def log_lines(run, redact, unit=None, log_file=None, lines=20):
+    """The end of the unit's journal, else of the log file, each line through redact ([] with neither)."""
+    if unit:
+        found = journal(run, unit, lines)
+    elif log_file:
+        found = tail(log_file, lines)
+    else:
+        found = []
+    return [redact(line) for line in found]
+
+
+# What the exits SGLang ends with mean (seen on a real 0.5.15, read in the wheels of the others).
+_EXITS = {
+    ("exited", 1): "SGLang's start failed (0.5.15+: a scheduler lost while loading)",
+    ("exited", 3): "uvicorn's startup failure: the port was taken when it bound (by another SGLang server: it "
+                   "talked to it, logged 'fired up', then exited)",
+    ("killed", 9): "SGLang 0.5.15+ ends so after losing a scheduler (the OOM killer, say), and so does a server "
+                   "whose port another program held; 0.5.5-0.5.15 end a drained stop so too",
+}
+
+
+def exit_of(props):
+    """How the unit's main process ended, in words, from ExecMainCode (1 exited, 2 killed, 3 dumped: the kernel's
+    si_code) and ExecMainStatus (the exit status, or the signal): "exited with status 1 (what that means)",
+    "was killed by SIGKILL (...)"; None while it has not ended."""
+    code, status = props.get("ExecMainCode"), props.get("ExecMainStatus")
+    try:
+        code, status = int(code or 0), int(status or 0)
+    except ValueError:
+        return None
+    if code == 1:
+        how, text = "exited", "exited with status %d" % status
+    elif code in (2, 3):
+        how = "killed"
+        try:
+            name = signal.Signals(status).name
+        except ValueError:
+            name = "signal %d" % status
+        text = "was killed by %s%s" % (name, " (core dumped)" if code == 3 else "")
+    else:
+        return None
+    meaning = _EXITS.get((how, status))
+    return "%s%s" % (text, ": %s" % meaning if meaning else "")
+
+
+def served(props):
+    """Whether the unit served in its current (or last) start: it is active (its readiness gate passed), or became
+    active after its main process started (from `systemctl show`'s ActiveState, ActiveEnterTimestampMonotonic and
+    ExecMainStartTimestampMonotonic)."""
+    if props.get("ActiveState") == "active":
+        return True
+    try:
+        entered, started = int(props.get("ActiveEnterTimestampMonotonic") or 0), \
+            int(props.get("ExecMainStartTimestampMonotonic") or 0)
+    except ValueError:
+        return False
+    return 0 < started <= entered
+
+
+class UnitWatch:
+    """Tells when a unit can no longer come up: failed, stopped after it started, or restarted."""
+
+    def __init__(self, run, unit):
+        self.run = run
+        self.unit = unit
+        first = show(run, unit)
+        if first.get("LoadState") == "not-found":
+            raise RuntimeError("unit %s does not exist" % unit)
+        self.restarts = int(first.get("NRestarts") or 0)
+        self.seen_running = first.get("ActiveState") in ("active", "activating", "reloading")
+        self.last = first
+
+    def active(self):
+        """None once the unit is active (its readiness gate passed), else what it is (a wait's gate)."""
+        state = show(self.run, self.unit, ("ActiveState", "SubState"))
+        if state.get("ActiveState") == "active":
+            return None
+        return "unit %s is %s (%s), not yet active" % (self.unit, state.get("ActiveState"), state.get("SubState"))
+
+    def problem(self):
+        """None while the unit may still come up; else why not."""
+        p = self.show()
+        state, sub = p.get("ActiveState"), p.get("SubState")
+        ended = exit_of(p)
+        how = "its main process %s" % ended if ended else "its main process exited"
+        if int(p.get("NRestarts") or 0) > self.restarts:
+            return "unit %s restarted (NRestarts %s -> %s)%s" % (
+                self.unit, self.restarts, p.get("NRestarts"), ": before that, %s" % how if ended else "")
+        if sub == "auto-restart":
+            return "unit %s is in activating (auto-restart): %s (result %s)" % (self.unit, how, p.get("Result"))
+        if sub == "start-post" and p.get("MainPID") == "0" and ended:
+            return "unit %s: %s while ExecStartPost ran" % (self.unit, how)
+        if state == "failed":
+            return "unit %s failed (result %s): %s" % (self.unit, p.get("Result"), how if ended else "its start failed")
+        if state in ("active", "activating", "reloading"):
+            self.seen_running = True
+        elif state in ("inactive", "deactivating") and self.seen_running:
+            return "unit %s stopped (%s/%s): %s (result %s)" % (
+                self.unit, state, sub, how if ended else "its main process has not exited yet", p.get("Result"))
+        return None
+
+    def show(self):
+        self.last = show(self.run, self.unit)
+        return self.last

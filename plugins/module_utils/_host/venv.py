@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A venv and who controls it: its folder (above the interpreter's bin/), its owner, whether root may run its
+interpreter (no other user can change the interpreter, the venv, its site-packages, their .pth files or the sglang
+package), whether a path its interpreter printed lies inside it, and a key naming it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import hashlib
+import os
+import stat
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
+
+
+def folder(python):
+    """The venv of an interpreter: the folder above its bin/ (as given: a venv's python is a link out of it)."""
+    parent = os.path.dirname(os.path.abspath(python))
+    return os.path.dirname(parent) if os.path.basename(parent) == "bin" else parent
+
+
+def owner(python):
+    """The _owner.Owner of the interpreter's venv (its folder's owner)."""
+    return _owner.Owner.of(folder(python))
+
+
+def site_folders(venv):
+    """The venv's site-packages folders (lib/pythonX.Y/site-packages; lib64 is a link to lib)."""
+    return sorted(set(os.path.realpath(p) for p in glob.glob(os.path.join(venv, "lib*", "python*", "site-packages"))))
+
+
+def distrust(python):
+    """Why another user than root could change what root runs or imports with this interpreter (the interpreter, its
+    venv's folder, its site-packages, their .pth files, the sglang package's files), or None."""
+    venv = folder(python)
+    for path in (python, venv):
+        why = _owner.distrust(path)
+        if why:
+            return why
+    for site in site_folders(venv):
+        names = sorted(os.listdir(site))
+        for path in [site] + [os.path.join(site, n) for n in names if n.endswith(".pth") or n == "sglang"]:
+            why = _owner.distrust(path)
+            if why:
+                return why
+        why = _tree(os.path.join(site, "sglang"))
+        if why:
+            return why
+    return None
+
+
+def _tree(top):
+    """distrust() of everything under a trusted folder: each entry root's and not writable by others, each link's
+    target trusted."""
+    for base, dirs, files in os.walk(top):
+        for path in [os.path.join(base, n) for n in dirs + files]:
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                why = _owner.distrust(path)
+                if why:
+                    return why
+            elif st.st_uid != 0:
+                return "%s is owned by %s" % (path, _owner.user_name(st.st_uid))
+            elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return "%s can be written by others than root" % path
+    return None
+
+
+def inside(path, venv):
+    """Whether path, every link resolved, lies inside the venv's folder (every link resolved)."""
+    top = os.path.realpath(venv)
+    return os.path.realpath(path).startswith(top.rstrip(os.sep) + os.sep)
+
+
+def key(venv):
+    """A name for the venv (its resolved folder's hash): what is kept of one venv is never applied to another."""
+    return hashlib.sha256(os.path.realpath(venv).encode("utf-8")).hexdigest()[:16]

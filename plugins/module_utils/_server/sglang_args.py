@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A server's arguments, parsed by the installed SGLang's own argument parser before anything is stopped.
+
+The server's interpreter (python -m sglang.launch_server: the command's python; `sglang serve`: the python of the
+console script's shebang) builds the parser as SGLang's entry points do (sglang.srt.server_args.prepare_server_args
+in 0.5.x: ArgumentParser, ServerArgs.add_cli_args, the --config merge, parse_args) and parses. Parse only: the
+ServerArgs object is never made (its post-init queries the GPUs), no model is loaded, no GPU is visible to it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
+
+TIMEOUT = 120.0
+
+
+class NotChecked(str):
+    """Why the arguments could not be checked (a warning, not a refusal)."""
+
+
+# Run by the server's interpreter: argv[1] the arguments (JSON), argv[2] the entry point ("launch_server.py" or
+# "sglang serve"). Exit 2 with argparse's message on stderr when SGLang refuses them.
+_PARSE = r"""
+import argparse, json, sys
+argv, prog = json.loads(sys.argv[1]), sys.argv[2]
+if prog == "sglang serve":
+    try:
+        from sglang.cli.serve import _extract_model_type_override
+    except ImportError:
+        pass
+    else:
+        kind, argv = _extract_model_type_override(argv)
+        if kind == "diffusion":
+            print("diffusion")
+            sys.exit(0)
+try:
+    from sglang.srt.server_args import ServerArgs
+except ImportError as e:
+    print("no sglang.srt.server_args (%s)" % e)
+    sys.exit(3)
+parser = argparse.ArgumentParser(prog=prog)
+ServerArgs.add_cli_args(parser)
+if "--config" in argv:
+    from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+    argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+parser.parse_args(argv)
+print("ok")
+"""
+
+
+def shebang(path):
+    """The interpreter of a script's #! line, or None."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(4096)
+    except (IOError, OSError):
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode("utf-8", "replace").split()
+    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        return None  # #!/usr/bin/env python: which one depends on PATH, not the script
+    return words[0] if words and os.path.basename(words[0]).startswith("python") else None
+
+
+def interpreter(command):
+    """(python, arguments, entry point) of a server's command: python -m sglang.launch_server ARGS, or
+    sglang serve ARGS (its shebang's python); (command's python or None, None, None) for anything else."""
+    if not command:
+        return None, None, None
+    exe = command[0]
+    name = os.path.basename(exe)
+    if name.startswith("python"):
+        words = list(command[1:])
+        for i, w in enumerate(words[:-1]):
+            if w == "-m" and words[i + 1] == "sglang.launch_server":
+                return exe, words[i + 2:], "launch_server.py"
+        return exe, None, None
+    if name == "sglang" and len(command) > 1 and command[1] == "serve":
+        python = shebang(exe)
+        return python, (list(command[2:]) if python else None), "sglang serve"
+    return None, None, None
+
+
+def start(python, arguments, prog, env=None, owner=None):
+    """Start parsing (about 0.1 s with the double, seconds where the import pulls torch) as `owner` (an _owner.Owner;
+    the caller when None), in a clean environment plus env, no GPU visible; answer() collects."""
+    owner = owner or _owner.Owner(os.getuid(), os.getgid())
+    env = dict(env or {}, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
+    try:
+        return owner.start([python, "-c", _PARSE, json.dumps(arguments), prog], env=env)
+    except (OSError, subprocess.SubprocessError) as e:
+        # not a refusal of the arguments: the unit's own checks (systemd-analyze verify, the interpreter's) say why
+        return NotChecked("the server's arguments were not checked: %s cannot be run as %s (%s)" % (python, owner, e))
+
+
+def answer(p, python, timeout=TIMEOUT):
+    """Why the installed SGLang refuses the arguments start() gave it (argparse's own message), None when it takes
+    them, or a NotChecked (a str) when it cannot parse them (no interpreter to run, no sglang.srt.server_args)."""
+    if isinstance(p, str):
+        return p
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _owner.kill(p)
+        return "SGLang's argument parser (%s) did not answer within %.0f s" % (python, timeout)
+    if p.returncode == 0:
+        return None
+    if p.returncode == 3 and out.startswith("no sglang.srt.server_args"):
+        return NotChecked("the server's arguments were not checked: the SGLang of %s has %s" % (python, out.strip()))
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    said = [x for x in lines if ": error: " in x] or lines[-1:]
+    if p.returncode == 2 and said:
+        return "SGLang refuses the server's arguments: %s" % said[-1].strip()
+    return "SGLang's argument parser (%s) failed (rc %d): %s" % (python, p.returncode, (said or ["no output"])[-1][-300:])
+
+
+def refusal(python, arguments, prog, timeout=TIMEOUT, env=None, owner=None):
+    """answer() of start(): parse and wait."""
+    return answer(start(python, arguments, prog, env, owner), python, timeout)

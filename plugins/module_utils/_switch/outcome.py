@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The switch's files in the port's state folder (their paths: _state_dir.py): its plan (switch-plan-ID.json,
+written when the switch is claimed, removed once the record is kept from it, or when its worker ends if no record is
+asked), the copy of the module's payload its worker runs from (switch-runtime-ID.zip, removed when the worker ends)
+and its outcome (switch.json, written by the worker step by step); what the outcome says (whether a switch goes on,
+which one a run reports), and the wait on it.
+
+Each file is replaced whole (write_json), so either can be read without the lock.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import DONE, OutcomeStates
+# write_json: how each of the switch's files is written (the worker and the lock take it from here)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.files import (  # noqa: F401  pylint: disable=unused-import
+    read_json, write_json)
+
+REPORT_WAIT = 15.0      # how long a claimed switch's process may take to report
+
+
+def remove(*paths):
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def state(outcome):
+    """The state of a switch's outcome (states.OutcomeStates), as its fields tell it; None without one."""
+    if not outcome:
+        return None
+    if outcome.get("error"):
+        return OutcomeStates.FAILED
+    if outcome.get("finished"):
+        return OutcomeStates.FINISHED
+    return OutcomeStates.RUNNING if outcome.get("pid") else OutcomeStates.CLAIMED
+
+
+def pending(outcome):
+    """Whether the switch of this outcome file goes on: its process alive, or claimed and not started yet."""
+    now = state(outcome)
+    if now == OutcomeStates.RUNNING:
+        return _procfs.is_alive((outcome["pid"], outcome.get("starttime")))
+    return now == OutcomeStates.CLAIMED and time.time() - outcome.get("claimed", 0) < REPORT_WAIT
+
+
+def current(state_dir, since=None):
+    """The id of the switch of this port that a run begun at `since` (time.time()) must report rather than start
+    its own: one in progress, or one that finished after `since`. None when there is none."""
+    out = read_json(_state_dir.outcome(state_dir))
+    if out and (pending(out) or since is not None and state(out) in DONE and out.get("began", 0) >= since):
+        return out["id"]
+    return None
+
+
+def summary(outcome):
+    """What a run's result says of the switch it reports."""
+    return dict(run_id=outcome.get("id"), steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
+                started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"))
+
+
+def wait(state_dir, run_id, timeout, poll=0.1):
+    """The outcome of switch run_id once finished (None: whichever switch runs now). TimeoutError otherwise."""
+    where = _state_dir.outcome(state_dir)
+    deadline = time.monotonic() + timeout
+    seen_at = time.monotonic()
+    while True:
+        out = read_json(where)
+        mine = out is not None and (run_id is None or out.get("id") == run_id)
+        if mine and state(out) in DONE:
+            return out
+        if mine and state(out) == OutcomeStates.RUNNING:
+            seen_at = time.monotonic()
+            if not _procfs.is_alive((out["pid"], out["starttime"])):
+                out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
+                return out
+        elif time.monotonic() - seen_at > REPORT_WAIT:
+            raise TimeoutError("the switch process never reported (see %s)" % where)
+        if time.monotonic() >= deadline:
+            raise TimeoutError("the switch did not finish within %.0f s; it goes on on the host (%s)" % (timeout, where))
+        time.sleep(poll)

@@ -1,0 +1,173 @@
+# -*- coding: utf-8 -*-
+# Copyright: inferops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The record of a cutover or a rollback in the port's state folder: last.json, one JSON file per run named after its
+time, and last.md (the same for people). Written by sglang_switch once the service serves, or by cutover_record."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
+from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Actions, Kinds
+
+
+def began(record):
+    """The record's time (seconds since the epoch); ValueError when it has none."""
+    try:
+        return float(record.get("time"))
+    except (TypeError, ValueError):
+        raise ValueError("the record needs its time (seconds since the epoch), not %r" % (record.get("time"),))
+
+
+def files(folder, kind, record):
+    """The record's files (_files.File: 0640 root, the folder 0700), for kind cutover, rollback or adopt
+    (states.KINDS)."""
+    if not os.path.isabs(folder):
+        raise ValueError("the record's folder must be an absolute path, not %r" % folder)
+    data = json.dumps(record, indent=4, sort_keys=True) + "\n"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began(record)))
+    texts = [data, data, report(record)]  # last.json, the run's own, last.md
+    return [File(path, text, 0o640, 0, 0, dir_mode=0o700)
+            for path, text in zip(_state_dir.records(folder, kind, stamp), texts)]
+
+
+UNIT_KEYS = ("unit", "action", "files", "backups", "before", "serves", "changed")
+
+
+def switch_plan(given, port_dir, insp, version, installed, units=()):
+    """What the record of a switch takes from the run that starts it (given: the module's record option, port_dir:
+    the port's state folder, where its files go unless given says not to write them, insp: the preflight's,
+    installed: the unit's install, units: the units that could serve the port it took over), kept with the switch's
+    plan: whichever run finds the switch finished first keeps the record from it (that run, one that joined it, or
+    a rerun after an interruption). None when no record is asked for."""
+    if not given:
+        return None
+    rec = dict(dir=port_dir if given["write"] else None, data=given["data"], family=[x["pid"] for x in insp["family"]],
+               gpus=insp.get("gpus"), sglang_version=version, installed=None,
+               units=[dict((k, u.get(k)) for k in UNIT_KEYS) for u in units])
+    if installed:
+        rec["installed"] = dict((k, installed[k]) for k in ("seconds", "unit_path", "checksum", "environment_names"))
+    return rec
+
+
+def switch_record(given, outcome, result, back, load=None):
+    """The record of a switch (back: a rollback): what its run gave (given: switch_plan's), completed with what the
+    switch (outcome) and the wait after it (the module's result) found; load: the load time where no wait saw it."""
+    rec = dict(given["data"], time=outcome.get("began"))
+    if back:
+        rec.update(action=Actions.ROLLBACK, rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
+                   pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"),
+                   units_restored=outcome.get("units_restored"), unit_started=outcome.get("unit_started"))
+        return rec
+    old = dict(rec.get("old") or {}, family=given["family"])
+    downtime, load = result.get("downtime"), result.get("ready_after", load)
+    stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
+    installed = given.get("installed")
+    if installed and stages["switch"] is not None:
+        stages["unit"] = installed["seconds"]
+        stages["switch"] = round(stages["switch"] - installed["seconds"], 3)
+    if installed:
+        rec.update(unit_path=installed["unit_path"], unit_checksum=installed["checksum"],
+                   environment_names=installed["environment_names"])
+    if result.get("wait_seconds") is not None:
+        stages["verify"] = result["wait_seconds"]
+    rec.update(action=outcome.get("action"), old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
+               load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
+               model=result.get("model"), generated=bool(result.get("generated_tokens")),
+               sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages,
+               units=given.get("units") or [])
+    return rec
+
+
+def _steps(steps):
+    return ", ".join("%s %s s%s" % (s.get("step"), s.get("seconds"), " (%s)" % s["escalation"] if s.get("escalation")
+                                    else "") for s in steps or []) or "none"
+
+
+def _stages(stages):
+    order = ("discover", "adopt", "prepare", "unit", "switch", "verify")
+    ordered = sorted((stages or {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    return ", ".join("%s %s s" % kv for kv in ordered) or "none"
+
+
+def _none(value, text="none"):
+    return value if value not in (None, "", [], {}) else text
+
+
+def report(r):
+    """The record as markdown."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(began(r)))
+    if r.get("action") == Actions.ROLLBACK:
+        return "\n".join([
+            "# Rollback of port %s on %s" % (r.get("port"), r.get("host")),
+            "",
+            "- when: %s" % when,
+            "- why: %s" % r.get("failure"),
+            ("- %s, which ran the server before, serves again: ready after %s s; %s is disabled" % (
+                r["unit_started"], r.get("ready_after_sec"), r.get("unit")) if r.get("unit_started") else
+             "- the captured command (%s) serves again: pid %s, ready after %s s; %s is disabled"
+             % (r.get("capture"), r.get("pid_started"), r.get("ready_after_sec"), r.get("unit"))),
+            "- units put back as they were: %s" % _none(", ".join(r.get("units_restored") or [])),
+            "- downtime of the step back: %s s; steps: %s" % (r.get("rollback_downtime_sec"), _steps(r.get("rollback_steps"))),
+        ]) + "\n"
+    old = r.get("old") or {}
+    if r.get("action") == Kinds.ADOPT:
+        return _adopted(r, when, old)
+    lines = [
+        "# Cutover of port %s on %s" % (r.get("port"), r.get("host")),
+        "",
+        "- when: %s" % when,
+        "- action: %s; %s serves %s (sglang %s)" % (
+            r.get("action"), r.get("unit"), r.get("model") or "the model", r.get("sglang_version")),
+        "- old server: pid %s, %d processes: `%s`" % (old.get("pid"), len(old.get("family") or []), old.get("command")),
+        "- downtime: %s s switch + %s s load = %s s until ready" % (
+            r.get("downtime_switch_sec"), r.get("load_sec"), r.get("downtime_until_ready_sec")),
+        "- %s" % (r.get("model_cache") or {}).get("summary", "model: not measured"),
+        "- stages: %s" % _stages(r.get("stages_sec")),
+        "- switch steps: %s" % _steps(r.get("steps")),
+        "",
+        "- unit: %s (sha1 %s); environment: %s" % (r.get("unit_path"), r.get("unit_checksum"),
+                                                   ", ".join(r.get("environment_names") or [])),
+        "- patches: %s; NCCL: %s" % (_none(r.get("patches")), _none(", ".join(r.get("nccl") or []))),
+        "- boot launchers: %s (%s)" % (_none(", ".join(sorted(set(b.get("path", "") for b in old.get("boot_launchers") or [])))),
+                                       r.get("boot_launchers_handling")),
+    ]
+    if r.get("bench"):
+        lines.append("- throughput (output tok/s, SGLang's bench_serving): %s" % ", ".join(
+            "C=%s %s -> %s (%s %%)" % (b.get("concurrency"), b.get("baseline"), b.get("service"), b.get("change_pct"))
+            for b in r["bench"]))
+    lines.append("- units that could serve the port, taken over: %s" % _none(", ".join(
+        "%s (%s; backed up)" % (u.get("unit"), u.get("action")) for u in r.get("units") or [])))
+    for u in r.get("units") or []:
+        lines += ["  - %s: %s" % (u.get("unit"), line) for line in u.get("changed") or []]
+    lines.append("- what changed from the running command:")
+    lines += ["  - %s" % line for line in r.get("changes") or []]
+    return "\n".join(lines) + "\n"
+
+
+def _adopted(r, when, old):
+    """An adoption in place: the server runs on, in its scope; the service waits for its next start."""
+    a = r.get("adopted") or {}
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(a["since"])) if a.get("since") else "?"
+    return "\n".join([
+        "# Adoption in place of port %s on %s" % (r.get("port"), r.get("host")),
+        "",
+        "- when: %s" % when,
+        "- adopted: pid %s, live since %s, %d processes in %s (no restart, no downtime): `%s`" % (
+            a.get("pid"), since, len(old.get("family") or []), a.get("scope"), old.get("command")),
+        "- `systemctl stop %s` drains it (%s) and ends the whole family; when it ends on its own, %s starts" % (
+            a.get("scope"), a.get("watcher"), r.get("unit")),
+        "- %s: enabled for its next start (the next boot, or a switch run), not started: %s (sha1 %s)" % (
+            r.get("unit"), r.get("unit_path"), r.get("unit_checksum")),
+        "- log: still %s until the service starts (then the journal)" % (a.get("log") or "where it went"),
+        "- steps: %s" % _steps(r.get("steps")),
+        "- boot launchers: %s (%s)" % (_none(", ".join(sorted(set(b.get("path", "") for b in old.get("boot_launchers") or [])))),
+                                       r.get("boot_launchers_handling")),
+    ]) + "\n"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository's root: unpacks the parts a suite needs, makes the tiny model and runs
+# the suite, writing its results under $OUT (tests/gpu/real/README.md):
+#   bash tests/gpu/real/run.sh trace     the real 0.5.15 server's behaviour (parts: server)
+#   bash tests/gpu/real/run.sh modules   the collection's modules against real servers (parts: server bench ansible)
+#   bash tests/gpu/real/run.sh cutover   the cutover under systemd 252 in a pid+mount namespace (parts: server ansible systemd)
+# BUNDLE (default .cache/gpu-real, what `make gpu-bundle` wrote) holds the parts; WORK (default a new
+# temporary folder) is where they are unpacked. Extra arguments go to the suite's script.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$PWD
+suite=${1:?usage: run.sh trace|modules|cutover [ARGS]}
+shift
+bundle=${BUNDLE:-$root/.cache/gpu-real}
+out=${OUT:?OUT: the folder the results go to}
+work=${WORK:-$(mktemp -d /tmp/inferops-real.XXXXXX)}
+mkdir -p "$out" "$work"
+case $suite in
+  trace) parts=(server); [ ! -e "$bundle/systemd.tar" ] || parts+=(systemd) ;;  # the .debs: which libraries the GPU machine lacks
+  modules) parts=(server bench ansible) ;;
+  cutover) parts=(server ansible systemd) ;;
+  *) echo "run.sh: unknown suite $suite (trace, modules, cutover)" >&2; exit 2 ;;
+esac
+t0=$EPOCHREALTIME
+unpack() {
+  local part=$1
+  if [ "$part" = systemd ]; then
+    mkdir -p "$work/debs" && tar -x -C "$work/debs" -f "$bundle/systemd.tar"
+  else
+    mkdir -p "$work/$part" && xz -dc -T0 "$bundle/$part.tar.xz" | tar -x -C "$work/$part"
+  fi
+}
+pids=()
+for p in "${parts[@]}"; do
+  [ -e "$bundle/$p.tar.xz" ] || [ -e "$bundle/$p.tar" ] || { echo "run.sh: $bundle has no part $p (make gpu-bundle)" >&2; exit 2; }
+  unpack "$p" & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+t1=$EPOCHREALTIME
+
+# the server part first on the path: its transformers 5.12.1 and tokenizers 0.22.2 shadow the machine's own
+path=$work/server
+for p in bench ansible; do [ -d "$work/$p" ] && path=$path:$work/$p; done
+export PYTHONPATH=$path${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# one cache each for Triton and the JIT kernels (tvm-ffi): only the first server to run a kernel compiles it
+export TRITON_CACHE_DIR=$work/triton TVM_FFI_CACHE_DIR=$work/tvm-ffi
+# NVLink multicast stays off on a shared host, also for every program started with a bare environment
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1} \
+  NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
+python3 "$here/make_model.py" "$work/models" > "$work/models.txt"
+t2=$EPOCHREALTIME
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v w="$work" -v p="${parts[*]}" \
+  'BEGIN { printf "parts %s unpacked in %.1f s, model made in %.1f s, in %s\n", p, b - a, c - b, w }' | tee "$out/run.txt"
+
+case $suite in
+  trace) python3 "$here/trace.py" --models "$work/models" --work "$work/run" --out "$out" \
+           --debs "$work/debs" "$@" ;;
+  modules) python3 "$here/modules.py" --models "$work/models" --work "$work/run" --out "$out" --root "$root" "$@" ;;
+  cutover) bash "$here/cutover.sh" "$work" "$out" "$@" ;;
+esac

@@ -1,0 +1,71 @@
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK, Redactor
+
+
+def test_flags_env_and_values():
+    r = Redactor(flags=["--secret-flag"], values=["hunter2"])
+    line = "python -m sglang.launch_server --api-key sk-1 --port 30000 HF_TOKEN=abc AWS_SECRET_ACCESS_KEY=x " \
+           "--secret-flag=v hunter2 --admin-api-key Adm1nV4l"
+    out = r(line)
+    for secret in ("sk-1", "abc", "=x", "=v", "hunter2", "Adm1nV4l"):
+        assert secret not in out
+    assert "--port 30000" in out and out.count(MASK) == 6
+
+
+def test_argv_and_env():
+    r = Redactor()
+    assert r.argv(["python", "--api-key", "k", "--api-key=k2", "--port", "1"]) == \
+        ["python", "--api-key", MASK, "--api-key=" + MASK, "--port", "1"]
+    assert r.env({"HF_TOKEN": "t", "MY_API_KEY": "k", "PATH": "/bin", "NCCL_P2P_LEVEL": "NVL"}) == \
+        {"HF_TOKEN": MASK, "MY_API_KEY": MASK, "PATH": "/bin", "NCCL_P2P_LEVEL": "NVL"}
+
+
+def test_secrets_of_uses_the_masking_rules():
+    r = Redactor(flags=["--extra"])
+    argv = ["python", "--api-key", "k1", "--hf-token=t2", "--extra", "x3", "--port", "1"]
+    env = {"HF_TOKEN": "t4", "MY_API_KEY": "k5", "PATH": "/bin"}
+    assert sorted(r.secrets_of(argv, env)) == ["k1", "k5", "t2", "t4", "x3"]
+
+
+@pytest.mark.parametrize("argv, masked", [
+    (["--api-k", "sk1"], ["--api-k", MASK]),                       # argparse takes a unique prefix for the flag
+    (["--api-k=sk1"], ["--api-k=" + MASK]),
+    (["--admin-api", "adm1"], ["--admin-api", MASK]),
+    (["--admin-api-key=adm1"], ["--admin-api-key=" + MASK]),
+    (["--hf-tok", "hf_1"], ["--hf-tok", MASK]),
+    (["--adm=adm1"], ["--adm=" + MASK]),
+    (["--port", "1", "--host", "h", "--tp", "2"], ["--port", "1", "--host", "h", "--tp", "2"]),
+    (["--", "x"], ["--", "x"]),                                       # the end of the options is no prefix
+])
+def test_argparse_prefixes_of_every_secret_flag(argv, masked):
+    r = Redactor()
+    assert r.argv(argv) == masked
+    text = r(" ".join(argv))
+    assert text == " ".join(masked)
+    secrets = [a for a, m in zip(argv, masked) if a != m]
+    assert sorted(r.secrets_of(argv, {})) == sorted(a.partition("=")[2] or a for a in secrets)
+
+
+@pytest.mark.parametrize("name", ["DB_PASS", "db_pass", "MYSQL_PASSWD", "PGPASSWORD", "LDAP_PWD", "GOOGLE_CREDENTIALS",
+                                  "AZURE_CREDENTIAL_FILE", "BASIC_AUTH", "NPM_AUTH_TOKEN", "SMTP_AUTH_USER",
+                                  "GPG_PASSPHRASE", "CLIENT_SECRET_ID", "HF_TOKEN", "OPENAI_APIKEY", "MY_API_KEY"])
+def test_common_secret_names(name):
+    r = Redactor()
+    assert r.env({name: "s3cr3t"}) == {name: MASK}
+    assert r("%s=s3cr3t python -m sglang.launch_server" % name) == "%s=%s python -m sglang.launch_server" % (name, MASK)
+    assert r.secrets_of(["env", "%s=s3cr3t" % name, "python"], {}) == ["s3cr3t"]
+    assert r.secrets_of([], {name: "s3cr3t"}) == ["s3cr3t"]
+
+
+@pytest.mark.parametrize("name", ["PATH", "PWD", "OLDPWD", "TOKENIZERS_PARALLELISM", "NCCL_P2P_LEVEL", "BYPASS",
+                                  "PASSES", "KEYBOARD"])
+def test_names_that_hold_no_secret(name):
+    assert Redactor().env({name: "v"}) == {name: "v"}
+
+
+def test_a_flag_before_a_secret_flag_does_not_hide_it():
+    r = Redactor()
+    assert r("serve --verbose --api-k sk1 --enable-metrics --admin-api-key=a2") == \
+        "serve --verbose --api-k %s --enable-metrics --admin-api-key=%s" % (MASK, MASK)
+    assert r.secrets_of(["--api-key", "--port", "1"], {}) == [], "no value: the next element is an option"

@@ -1,0 +1,165 @@
+"""A server's family found among decoys: another server, an operator's tail and watch, a wrapper loop; its
+schedulers watched."""
+import os
+import subprocess
+import sys
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family
+from tests.unit.conftest import free_port, wait_for
+from ..conftest import nobody_kin, server_cmd, wait_listening
+
+
+def test_family_by_port_among_decoys(shell, tmp_path):
+    a, b = free_port(), free_port()
+    # a.log made first: a `tail -f` started before the server's redirect made it would exit at once
+    shell(": > a.log; SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & tail -f a.log > /dev/null & "
+          "bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait" % server_cmd(a))
+    shell("%s > b.log 2>&1 & wait" % server_cmd(b))
+    (server_a,) = wait_listening(a)
+    (server_b,) = wait_listening(b)
+    procs = _procfs.snapshot()
+    assert _procfs.read(server_a).cmdline.endswith("--port %d" % a)
+    fam = _family.family(procs[server_a], procs, others=[server_b])
+    cmd = dict((pid, procs[pid].cmdline) for pid in fam)
+    titles = sorted(c for c in cmd.values() if c.startswith("sglang::"))
+    assert titles == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+    assert [c for c in cmd.values() if "spawn_main" in c], "the untitled orphan that left the group is family"
+    assert [c for c in cmd.values() if "resource_tracker" in c]
+    assert not [c for c in cmd.values() if c.startswith(("tail", "watch", "bash"))], cmd
+    assert server_b not in fam and not set(_procfs.descendants(procs, [server_b])) & set(fam)
+    # the decoys really share the server's session and process group
+    tail = wait_for(lambda: [p for p in _procfs.snapshot().values() if p.cmdline.startswith("tail -f a.log")])[0]
+    assert tail.sid == procs[server_a].sid and tail.pgid == procs[server_a].pgid
+
+
+def test_wrapper_loop_is_reported(shell):
+    port = free_port()
+    shell("while true; do %s; sleep 1; done" % server_cmd(port))
+    (server,) = wait_listening(port)
+    w = _family.wrapper(_procfs.read(server), _procfs.snapshot())
+    assert w and w["kind"] == "shell loop" and "while true" in w["cmdline"]
+
+
+def test_a_wrapper_script_that_is_not_utf8_text_is_skipped_not_an_error(shell, tmp_path):
+    """The loop's script has a Latin-1 comment: it is not read (no UnicodeDecodeError), so the loop is not told."""
+    port = free_port()
+    (tmp_path / "run.sh").write_bytes(b"# caf\xe9\nwhile true; do %s; sleep 1; done\n" % server_cmd(port).encode())
+    shell("bash %s" % (tmp_path / "run.sh"))
+    (server,) = wait_listening(port)
+    assert _family.wrapper(_procfs.read(server), _procfs.snapshot()) is None
+
+
+def test_no_wrapper_for_nohup(shell):
+    port = free_port()
+    shell("nohup %s > s.log 2>&1 &" % server_cmd(port))
+    (server,) = wait_listening(port)
+    assert _family.wrapper(_procfs.read(server), _procfs.snapshot()) is None
+
+
+def test_two_servers_of_one_session_never_share_an_orphan(shell):
+    """Server A's untitled orphan starts after server B (same venv, same shell session and process group): it is
+    A's alone (it shares A's resource tracker pipe), so a cutover of B never touches it."""
+    a, b = free_port(), free_port()
+    shell("SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s > b.log 2>&1 & wait" % (server_cmd(a), server_cmd(b)))
+    (server_a,) = wait_listening(a)
+    (server_b,) = wait_listening(b)
+    procs = _procfs.snapshot()
+    fam_a = _family.family_of(procs[server_a], procs)
+    fam_b = _family.family_of(procs[server_b], procs)
+    orphans = [pid for pid in fam_a if "spawn_main" in procs[pid].cmdline and procs[pid].sid != procs[server_a].sid]
+    assert len(orphans) == 1, fam_a
+    orphan = procs[orphans[0]]
+    assert orphan.starttime >= procs[server_b].starttime, "the orphan started after both servers"
+    assert not set(fam_a) & set(fam_b), (fam_a, fam_b)
+    assert [t for t in (procs[p].cmdline for p in fam_b) if t.startswith("sglang::scheduler")], "B keeps its own"
+
+
+def test_claimant_ranks_ties(spawn):
+    """Without a shared pipe: the process group, then the session, then the latest server started before it."""
+    P = _procfs.Process
+
+    def proc(pid, pgid, sid, start):
+        return P(pid, 1, pgid, sid, "S", start, 0, "python3", ["python3"], 0)
+
+    a, b = proc(10, 10, 5, 100), proc(20, 20, 5, 200)
+    assert _family.claimant(proc(30, 10, 30, 300), [a, b]) is a, "its process group"
+    assert _family.claimant(proc(30, 30, 5, 300), [a, b]) is b, "same session: the latest started before it"
+    assert _family.claimant(proc(30, 30, 5, 50), [a, b]) is a, "older than both: the earliest of its session"
+    assert _family.claimant(proc(30, 30, 30, 150), [a, b]) is a, "start time alone"
+    assert _family.claimant(proc(30, 30, 30, 50), [a, b]) is None, "older than every server, no tie"
+
+
+def test_scheduler_watch_names_a_killed_scheduler(shell):
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (server,) = wait_listening(port)
+    watch = _family.SchedulerWatch(pid=server)
+    assert watch.problem() is None
+    assert len(watch.seen) == 2, "tp 2: two schedulers seen"
+    (ident, title) = sorted(watch.seen.items())[0]
+    os.kill(ident[0], 9)
+    assert wait_for(watch.problem, 10)
+    why = watch.problem()
+    assert "lost a scheduler" in why and "%s (pid %d)" % (title, ident[0]) in why, why
+
+
+def test_a_server_started_with_sglang_serve_is_found_with_its_wrapper_loop(shell, tmp_path):
+    """The console script every wheel ships: in /proc it reads `PYTHON VENV/bin/sglang serve ...` (the shebang)."""
+    script = tmp_path / "bin" / "sglang"
+    script.parent.mkdir()
+    script.write_text("#!%s\nimport sys\nfrom sglang.cli.main import main\nif __name__ == '__main__':\n    sys.exit(main())\n"
+                      % sys.executable)  # as pip writes a console script
+    script.chmod(0o755)
+    port = free_port()
+    shell("while true; do %s serve --model-path /models/m --port %d; sleep 1; done" % (script, port))
+    (server,) = wait_listening(port)
+    proc = _procfs.read(server)
+    assert proc.argv[:3] == [sys.executable, str(script), "serve"]
+    assert _family.is_sglang(proc)
+    w = _family.wrapper(proc, _procfs.snapshot())
+    assert w and w["kind"] == "shell loop"
+    fam = _family.family_of(proc, _procfs.snapshot())
+    titles = [_procfs.read(p).cmdline for p in fam]
+    assert "sglang::scheduler" in titles, titles
+    assert not _family.is_sglang_command("tail -f sglang serve.log") and not _family.is_sglang_command("sglang servex")
+
+
+def test_the_family_never_crosses_users(shell, folders):
+    """Two processes of nobody, started after a root server in its own session: one titled sglang::scheduler, one
+    of the server's interpreter with multiprocessing in its argv, both orphans. Neither is of the server's family
+    (the switch SIGKILLs the family, and its members skip the selector's refusals)."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & sleep 0.5; %s; wait" % (server_cmd(port), nobody_kin(folders)))
+    (server,) = wait_listening(port)
+
+    def both():
+        found = [p for p in _procfs.snapshot().values() if p.uid == 65534 and (
+            p.cmdline.startswith("sglang::scheduler") or "multiprocessing.spawn" in p.cmdline)]
+        return found if len(found) == 2 else None
+    theirs = wait_for(both, 10)
+    procs = _procfs.snapshot()
+    assert all(p.sid == procs[server].sid and p.ppid not in (server,) for p in theirs), "the server's session"
+    fam = _family.family_of(procs[server], procs)
+    assert [p for p in fam if procs[p].cmdline.startswith("sglang::scheduler")], "the server's own schedulers are"
+    assert not set(p.pid for p in theirs) & set(fam), [procs[p].cmdline for p in fam]
+
+
+def test_kin_of_the_same_user_needs_the_servers_session_or_cgroup(shell, spawn, cgroups):
+    """An orphan of the server's user that left its session (a setsid) is kin while it stays in the server's cgroup
+    (the untitled orphan of test_family_by_port_among_decoys); titled sglang:: in another session and another
+    cgroup (another login of that user), it is not."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (server,) = wait_listening(port)
+    elsewhere = subprocess.Popen(["bash", "-c", "exec -a sglang::scheduler_TP0 sleep 600"], start_new_session=True,
+                                 preexec_fn=cgroups.enter("session-9.scope"))
+    spawn.procs.append(elsewhere)
+    here = subprocess.Popen(["bash", "-c", "exec -a sglang::detokenizer sleep 600"], start_new_session=True)
+    spawn.procs.append(here)
+    wait_for(lambda: _procfs.read(elsewhere.pid).cmdline.startswith("sglang::")
+             and _procfs.read(here.pid).cmdline.startswith("sglang::"))
+    procs = _procfs.snapshot()
+    assert cgroups.of(elsewhere.pid) == cgroups.path("session-9.scope") != cgroups.of(server)
+    assert _family.is_kin(procs[here.pid], procs[server]), "same user, same cgroup: the orphan rules decide"
+    assert not _family.is_kin(procs[elsewhere.pid], procs[server])

@@ -1,0 +1,368 @@
+"""The switch's detached worker on real process trees: the family and its strays stopped among decoys, the drain."""
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    listeners as _listeners, port_units as _port_units)
+from ansible_collections.inferops.sglang.plugins.module_utils._host import files as _files, procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
+    preflight as _preflight, worker as _switch_worker)
+from ansible_collections.inferops.sglang.plugins.module_utils._server.readiness import Server
+
+from tests.unit.conftest import free_port, wait_for
+from .. import programs
+from ..conftest import Systemctl, Systemd, nobody_kin, server_cmd, wait_listening
+
+
+def holders_of(path):
+    return sorted(p.pid for p in _procfs.snapshot().values() if path in _procfs.open_files(p.pid).values())
+
+
+def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp_path):
+    for n in range(4):
+        (tmp_path / ("nvidia%d" % n)).touch()
+    devices = [str(tmp_path / "nvidia*")]
+    a, b = free_port(), free_port()
+    # one operator's session: the server, a second server on other GPUs, a tail on the log, a watch on the pattern
+    # a.log made first: a `tail -f` started before the server's redirect made it would exit at once
+    shell(": > a.log; SGLANG_DOUBLE_FAULTS=untitled_orphan %s > a.log 2>&1 & %s --base-gpu-id 2 > b.log 2>&1 & "
+          "tail -f a.log > /dev/null & bash -c 'exec -a \"watch pgrep -f sglang.launch_server\" sleep 600' & wait"
+          % (server_cmd(a), server_cmd(b)))
+    wait_listening(a)
+    wait_listening(b)
+    wait_for(lambda: holders_of(str(tmp_path / "nvidia2")), 10)
+    stray = run(programs.HOLDER, str(tmp_path / "nvidia0"))[0]
+    exe = tmp_path / "bin" / "nvidia-persistenced"
+    exe.parent.mkdir()
+    exe.write_bytes(open("/bin/sleep", "rb").read())
+    exe.chmod(0o755)
+    daemon = subprocess.Popen(["bash", "-c", "exec 3<%s 4<%s %s 600" % (tmp_path / "nvidia0", tmp_path / "nvidia1", exe)])
+    wait_for(lambda: os.path.basename(os.readlink("/proc/%d/exe" % daemon.pid)) == "nvidia-persistenced")
+    try:
+        systemctl = Systemctl()
+
+        # the untitled orphan detaches in two forks: look once it has left its intermediate parent
+        def detached():
+            f = _preflight.inspect(a, "sglang", devices, run=systemctl)
+            return f if [m for m in f["family"] if "spawn_main" in m["cmdline"]] else None
+        found = wait_for(detached, 10)
+        assert found["owner"] == "adhoc" and found["problems"] == []
+        titles = sorted(f["cmdline"] for f in found["family"] if f["cmdline"].startswith("sglang::"))
+        assert titles == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+        assert found["gpus"] == [0, 1]
+        assert [s["pid"] for s in found["strays"]] == [stray.pid]
+        assert [(d["pid"], d["reason"]) for d in found["protected"]] == [(daemon.pid, "protected (nvidia-persistenced)")]
+        family = [(f["pid"], f["starttime"]) for f in found["family"]]
+        session = _procfs.snapshot()[found["server"]["pid"]].sid  # the operator's session: its tail and watch
+
+        def bystanders():  # the second server's tree (all its processes up) and the tail and the watch
+            snap = _procfs.snapshot()
+            tree = [p.pid for p in snap.values() if str(b) in p.cmdline or p.pid in
+                    _procfs.descendants(snap, _listeners.listeners(b, snap))]
+            rest = [p.pid for p in snap.values() if p.cmdline.startswith(("tail -f", "watch")) and p.sid == session]
+            return (snap, tree, rest) if len(rest) == 2 and len(tree) >= 4 else None
+        before_b, b_tree, others = wait_for(bystanders, 10)
+
+        plan = dict(id="t1", action="switch", port=a, unit="sglang.service", unit_name="sglang",
+                    state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True, devices=devices,
+                    gpus=found["gpus"])  # the module's preflight's, as sglang_switch's plan carries them
+        os.makedirs(plan["state_dir"])
+        outcome = _switch_worker.Worker(plan, run=systemctl).go()
+        assert outcome["error"] is None, outcome
+        assert [s["step"] for s in outcome["steps"]] == [
+            "stop wrapper", "stop server", "verify zero", "release GPUs", "start unit"]
+        assert outcome["downtime"] > 0 and outcome["finished"]
+        assert not [i for i in family if _procfs.is_alive(i)]
+        assert _listeners.listeners(a, _procfs.snapshot()) == []
+        assert stray.wait(timeout=5) == -15
+        assert daemon.poll() is None
+        assert all(_procfs.is_alive((pid, before_b[pid].starttime)) for pid in b_tree + others)
+        assert ["systemctl", "start", "--no-block", "sglang.service"] in systemctl.calls
+        assert _files.read_json(os.path.join(plan["state_dir"], "switch.json")) == json.loads(json.dumps(outcome))
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def _stop_step(port, tmp_path, drain):
+    plan = dict(id="t6", action="switch", port=port, unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"), drain=drain, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    os.makedirs(plan["state_dir"])
+    outcome = _switch_worker.Worker(plan, run=Systemctl()).go()
+    assert outcome["error"] is None, outcome
+    return [s for s in outcome["steps"] if s["step"] == "stop server"][0]
+
+
+def test_the_stop_ends_a_drained_server_without_waiting_for_its_own_look(shell, tmp_path):
+    """SGLang looks at its drain only every few seconds (here 60): the switch ends it once the request in flight
+    is answered and no connection is left, and not before."""
+    port = free_port()
+    shell("SGLANG_DOUBLE_WATCHDOG_SECONDS=60 SGLANG_DOUBLE_TOKEN_SECONDS=0.02 %s > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    server = Server("http://127.0.0.1:%d" % port)
+    wait_for(lambda: server.request("/health").status == 200, 15)
+    answers = []
+    client = threading.Thread(target=lambda: answers.append(server.request(
+        "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 60}}, timeout=30)))
+    client.start()
+    wait_for(lambda: _listeners.connections(port), 5)
+    stop = _stop_step(port, tmp_path, drain=30.0)
+    client.join(30)
+    assert [a.status for a in answers] == [200]  # answered in full: 60 tokens x 0.02 s before the kill
+    assert answers[0].json()["meta_info"]["completion_tokens"] == 60
+    assert stop["drained"] and stop["escalated"]
+    assert stop["seconds"] >= 0.5 and stop["timings"]["first_signal"] < 30  # neither before the answer nor the budget
+    assert _listeners.listeners(port, _procfs.snapshot()) == []
+
+
+def test_the_switch_of_an_ipv6_only_server(shell, tmp_path):
+    """`--host ::` listens on IPv6 only (a real 0.5.15 does): the drain is watched on [::1] (a 503 there, then no
+    connection), verify zero finds the port free, the unit is started."""
+    port = free_port()
+    shell("SGLANG_DOUBLE_WATCHDOG_SECONDS=60 %s --host :: > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    assert _listeners.local_url(port) == "http://[::1]:%d" % port
+    server = Server(_listeners.local_url(port))
+    wait_for(lambda: server.request("/health").status == 200, 15)
+    stop = _stop_step(port, tmp_path, drain=30.0)
+    assert stop["drained"] and stop["timings"]["first_signal"] < 10, stop
+    assert _listeners.listeners(port, _procfs.snapshot()) == []
+
+
+def test_a_port_closed_by_the_sigterm_counts_as_drained(run, tmp_path):
+    """A SIGTERM before the server's first generate (seen on a real 0.5.15): the port closes at once, /health never
+    answers 503, the process would live two more minutes. The switch ends it after a short grace, not at the end of
+    the drain budget."""
+    port = free_port()
+    p = run(programs.UVICORN_BEFORE_GENERATE, str(port), "sglang.launch_server", "--port", str(port))[0]
+    stop = _stop_step(port, tmp_path, drain=30.0)
+    assert stop["drained"] and stop["escalated"], stop
+    assert _switch_worker.PORT_CLOSED_GRACE <= stop["timings"]["first_signal"] < 10, stop
+    assert p.wait(timeout=10) == -9
+
+
+def test_a_server_that_ignores_sigterm_gets_the_whole_drain_budget(shell, tmp_path):
+    port = free_port()
+    shell("SGLANG_DOUBLE_FAULTS=ignore_sigterm %s > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    server = Server("http://127.0.0.1:%d" % port)
+    wait_for(lambda: server.request("/health").status == 200, 15)
+    stop = _stop_step(port, tmp_path, drain=1.5)
+    assert not stop["drained"] and stop["escalated"]
+    assert stop["timings"]["first_signal"] >= 1.5
+
+
+def test_the_switch_never_signals_another_users_kin(shell, tmp_path, folders):
+    """nobody's processes titled sglang::scheduler, or of the server's interpreter with multiprocessing in their argv,
+    started after a root server in its session: the switch stops the server's family, and they live on."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & sleep 0.5; %s; wait" % (server_cmd(port), nobody_kin(folders)))
+    (server,) = wait_listening(port)
+    ident = _procfs.read(server).identity
+    theirs = wait_for(lambda: [p.identity for p in _procfs.snapshot().values() if p.uid == 65534 and (
+        p.cmdline.startswith("sglang::") or "multiprocessing.spawn" in p.cmdline)] or None, 10)
+    assert len(theirs) == 2
+    plan = dict(id="t4", action="switch", port=port, unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True, devices=[str(tmp_path / "nvidia*")],
+                gpus=[0])
+    os.makedirs(plan["state_dir"])
+    outcome = _switch_worker.Worker(plan, run=Systemctl()).go()
+    assert outcome["error"] is None, outcome
+    assert not _procfs.is_alive(ident)
+    assert all(_procfs.is_alive(i) for i in theirs), "another user's processes are never the server's family"
+
+
+def test_a_rollback_puts_back_the_units_the_switch_took_over_and_starts_the_one_that_ran_the_server(tmp_path):
+    """The server ran under the operator's unit (replaced: disabled, stopped by the switch), beside another unit the
+    switch disabled: the rollback writes their files back, enables both again and starts the one that ran the
+    server, not the captured command."""
+    state = str(tmp_path / "state")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    kimi, other = str(etc / "kimi.service"), str(etc / "other.service")
+    for path in (kimi, other):
+        with open(path, "w") as f:
+            f.write("[Service]\nExecStart=/v/sglang serve\nRestart=always\n")
+    units = [dict(unit="kimi.service", path=kimi, files=[kimi], unit_file_state="enabled", active_state="active",
+                  holds_port=True, action="replace"),
+             dict(unit="other.service", path=other, files=[other], unit_file_state="enabled", active_state="inactive",
+                  holds_port=False, action="replace")]
+    systemd = Systemd(**{"kimi.service": dict(UnitFileState="enabled", ActiveState="active"),
+                         "other.service": dict(UnitFileState="enabled")})
+    _port_units.take_over(units, state, systemd)
+    with open(other, "w") as f:
+        f.write("# changed since\n")
+    systemd.calls = []
+    plan = dict(id="r1", action="rollback", target="capture", port=free_port(), unit="sglang.service",
+                unit_name="sglang", state_dir=state, drain=5.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    assert outcome["error"] is None, outcome
+    assert [s["step"] for s in outcome["steps"]] == ["stop server", "verify zero", "release GPUs", "restore units",
+                                                     "start unit"]
+    assert outcome["unit_started"] == "kimi.service" and "pid_started" not in outcome
+    assert outcome["units_restored"] == ["kimi.service", "other.service"]
+    assert open(other).read() == "[Service]\nExecStart=/v/sglang serve\nRestart=always\n"
+    assert systemd.calls == [["stop", "sglang.service"], ["daemon-reload"], ["enable", "kimi.service"],
+                             ["enable", "other.service"], ["reset-failed", "kimi.service"],
+                             ["start", "--no-block", "kimi.service"]]
+    assert not os.path.exists(os.path.join(state, "units.json"))
+
+
+class StuckStopping(Systemd):
+    """A unit whose start failed and whose server ignores SIGTERM (a real SGLang whose port was taken): systemd's stop
+    sends SIGTERM and waits out TimeoutStopSec; only `systemctl kill --signal=SIGKILL` ends it."""
+
+    def __call__(self, argv):
+        args = argv[argv.index("systemctl") + 1:] if "systemctl" in argv else []
+        if args[:1] == ["stop"]:
+            self.calls.append(args)
+            self.units[args[-1]].update(ActiveState="deactivating", SubState="stop-sigterm")
+            return 0, "", ""
+        if args[:1] == ["kill"]:
+            self.calls.append(args)
+            self.units[args[-1]].update(ActiveState="inactive", SubState="dead", MainPID="0")
+            return 0, "", ""
+        return Systemd.__call__(self, argv)
+
+
+def _rollback_plan(tmp_path):
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    return dict(id="r2", action="rollback", target="capture", port=free_port(), unit="sglang.service", unit_name="sglang",
+                state_dir=state, drain=60.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+
+
+def test_a_unit_that_never_served_is_killed_after_a_short_grace_and_the_step_says_so(tmp_path, monkeypatch):
+    """The rollback of a start that failed: the unit is still deactivating (its server ignores SIGTERM) and never
+    became active. The stop does not wait out TimeoutStopSec (nor the drain budget): SIGKILL to its cgroup after
+    STOP_GRACE, with the stop job queued first (so systemd does not count the SIGKILL as a crash to restart)."""
+    monkeypatch.setattr(_switch_worker, "STOP_GRACE", 1.0)
+    systemd = StuckStopping(**{"sglang.service": dict(ActiveState="activating", SubState="start-post",
+                                                      ExecMainStartTimestampMonotonic="5000",
+                                                      ActiveEnterTimestampMonotonic="1000")})
+    worker = _switch_worker.Worker(_rollback_plan(tmp_path), run=systemd)
+    t0 = time.monotonic()
+    step = worker.stop_unit("sglang.service")
+    assert 1.0 <= time.monotonic() - t0 < 5
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert step["escalated"] and not step["served"] and step["unit_state"] == "activating/start-post"
+    assert step["escalation"].startswith("sglang.service never served and was still activating 1 s after SIGTERM: "
+                                         "SIGKILL to its cgroup (systemctl kill --signal=SIGKILL)")
+
+
+@contextlib.contextmanager
+def listening(port):
+    """A socket listening on 127.0.0.1:port that answers nothing."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", port))
+    sock.listen(8)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+class Stopping(Systemd):
+    """A unit that served: systemd's stop sends SIGTERM and the server drains; it ends on its own `ends_after`
+    seconds after the stop (never: None), or at `systemctl kill --signal=SIGKILL`."""
+
+    def __init__(self, ends_after, **units):
+        Systemd.__init__(self, **units)
+        self.ends_after = ends_after
+        self.stop_at = None
+
+    def __call__(self, argv):
+        args = argv[argv.index("systemctl") + 1:] if "systemctl" in argv else []
+        unit = args[-1] if args else None
+        if args[:1] == ["show"] and self.stop_at is not None and self.ends_after is not None \
+                and time.monotonic() - self.stop_at >= self.ends_after:
+            self.units[unit].update(ActiveState="inactive", SubState="dead")
+        if args[:1] == ["stop"]:
+            self.calls.append(args)
+            self.stop_at = time.monotonic()
+            self.units[unit].update(ActiveState="deactivating", SubState="stop-sigterm")
+            return 0, "", ""
+        if args[:1] == ["kill"]:
+            self.calls.append(args)
+            self.units[unit].update(ActiveState="failed", SubState="failed")
+            return 0, "", ""
+        return Systemd.__call__(self, argv)
+
+
+SERVING = dict(ActiveState="active", SubState="running", ExecMainStartTimestampMonotonic="1000",
+               ActiveEnterTimestampMonotonic="5000")
+
+
+def test_a_unit_that_served_and_ends_on_its_own_is_not_killed(tmp_path):
+    systemd = Stopping(0.3, **{"sglang.service": dict(SERVING)})
+    plan = _rollback_plan(tmp_path)
+    with listening(plan["port"]):  # in flight all along: Drained never says so
+        step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"]]
+    assert step == {"unit": "sglang.service", "unit_state": "active/running", "served": True}
+
+
+def test_a_unit_that_served_is_killed_once_drained_not_after_timeoutstopsec(tmp_path):
+    """A unit that became active moments ago has not warmed up: a real 0.5.15 given SIGTERM then closes its port at
+    once and lives on for its warm-up's 120 s (systemd's own stop would wait TimeoutStopSec). Its port closed, no
+    connection open: drained, so SIGKILL to its cgroup, as the hand-launched server's family gets."""
+    systemd = Stopping(None, **{"sglang.service": dict(SERVING)})
+    plan = _rollback_plan(tmp_path)  # nothing listens on its port
+    t0 = time.monotonic()
+    step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
+    assert time.monotonic() - t0 < 10
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert step["served"] and step["drained"] and step["escalated"], step
+    assert step["escalation"] == ("sglang.service served, and nothing was in flight: SIGKILL to its cgroup "
+                                  "(systemctl kill --signal=SIGKILL)")
+
+
+def test_a_unit_that_served_is_killed_when_the_drain_budget_runs_out(tmp_path):
+    systemd = Stopping(None, **{"sglang.service": dict(SERVING)})
+    plan = dict(_rollback_plan(tmp_path), drain=1.0)
+    with listening(plan["port"]) as sock:
+        client = socket.create_connection(("127.0.0.1", plan["port"]))  # a request in flight, never answered
+        try:
+            sock.accept()
+            step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
+        finally:
+            client.close()
+    assert step["served"] and step["drained"] is False and step["escalated"], step
+    assert "the drain budget (1 s) ran out" in step["escalation"]
+
+
+@pytest.mark.parametrize("props", [dict(ActiveState="failed", SubState="failed"),
+                                   dict(ActiveState="inactive", SubState="dead")])
+def test_a_unit_that_is_down_gets_systemds_own_stop(tmp_path, props):
+    """Nothing runs: the stop only cancels a restart that may be due."""
+    systemd = Systemd(**{"sglang.service": props})
+    step = _switch_worker.Worker(_rollback_plan(tmp_path), run=systemd).stop_unit("sglang.service")
+    assert systemd.calls == [["stop", "sglang.service"]]
+    assert step == {"unit": "sglang.service", "unit_state": "%s/%s" % (props["ActiveState"], props["SubState"])}
+
+
+def test_a_rollback_stops_the_unit_though_another_program_holds_the_port_and_leaves_that_program_alone(
+        tmp_path, run, monkeypatch):
+    """A program that is not an SGLang server took the port while the unit loaded: the rollback stops the unit all the
+    same (no "a server outside the unit already serves"), never touches that program, and says the port is still
+    held rather than start the captured command onto it."""
+    monkeypatch.setattr(_switch_worker, "STOP_GRACE", 1.0)
+    monkeypatch.setattr(_switch_worker, "PORT_WAIT", 1.0)
+    plan = _rollback_plan(tmp_path)
+    holder = run(programs.PORT_HOLDER, str(plan["port"]))[0]
+    systemd = StuckStopping(**{"sglang.service": dict(ActiveState="activating", SubState="auto-restart",
+                                                      ExecMainStartTimestampMonotonic="5000",
+                                                      ActiveEnterTimestampMonotonic="0")})
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert [s["step"] for s in outcome["steps"]] == ["stop server"] and "note" not in outcome, outcome
+    assert outcome["error"].startswith("RuntimeError: not zero: family pids [] alive, port %d held by ['%d (" % (
+        plan["port"], holder.pid)), outcome["error"]
+    assert holder.poll() is None
