@@ -75,8 +75,9 @@ def table(title, header, rows):
         print(line(r))
 
 
-def page(out, name, title, header, body, lines):
-    """Print the lines; write out/NAME.md: the title, the date, the table, the lines and the chart out/NAME.png."""
+def page(out, name, title, header, body, lines, after=""):
+    """Print the lines; write out/NAME.md: the title, the date, the table, the lines, the chart out/NAME.png, then
+    the markdown `after`."""
     print("\n".join(lines))
     out.mkdir(parents=True, exist_ok=True)
     with open(out / (name + ".md"), "w") as f:
@@ -86,6 +87,8 @@ def page(out, name, title, header, body, lines):
         for row in body:
             f.write("| " + " | ".join(row) + " |\n")
         f.write("\n" + "\n".join("- " + line for line in lines) + "\n\n![chart](%s.png)\n" % name)
+        if after:
+            f.write("\n" + after)
 
 
 def median(xs):

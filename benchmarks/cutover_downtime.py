@@ -186,8 +186,44 @@ def main():
         "adopt in place: %d failed probes of %d at 50 ms, longest gap between ready answers %.2f s, wall %.1f s"
         % (adopt["failed"], adopt["probes"], adopt["gap"], adopt["wall"]),
     ]
-    page(OUT, "cutover", title, header, body, lines)
+    page(OUT, "cutover", title, header, body, lines, real_server())
     chart(rows, OUT / "cutover.png")
+
+
+def real_server():
+    """The section on a real SGLang server, from the newest run of the cutover suite on a GPU host that passed
+    (tests/gpu/real/results/DATE/cutover-N*.json, committed; docs/gpu-validation.md): the prober's gap, the
+    record's switch and load, and `systemctl restart` of the same unit for comparison."""
+    runs = []
+    for checks in (ROOT / "tests" / "gpu" / "real" / "results").glob("*/cutover-*.json"):
+        stem = checks.stem
+        if not stem[len("cutover-"):].isdigit():
+            continue
+        times, record = checks.with_name(stem + "-times.json"), checks.with_name(stem + "-record-30000.json")
+        if times.exists() and record.exists() and all(c["ok"] for c in json.loads(checks.read_text()).values()):
+            runs.append((checks.parent.name, int(stem[len("cutover-"):]), times, record))
+    if not runs:
+        return ""
+    date, dummy, times, record = max(runs)
+    t, r = json.loads(times.read_text()), json.loads(record.read_text())
+    stop = [s["seconds"] for s in r["steps"] if s["step"] == "stop server"][0]
+    gap, load = t["switch_gap_s"], r["load_sec"]
+    return (
+        "## On a real SGLang server\n\n"
+        "SGLang %s on one H200, a tiny Llama (`tests/gpu/real/`), the cutover under systemd 252 with a local "
+        "connection, one run on %s ([gpu-validation.md](../gpu-validation.md)); /health polled every 50 ms.\n\n"
+        "|  | gap without /health 200 (s) | new server's own start L (s) | downtime overhead = gap - L (s) | "
+        "the host's record: switch + load = until ready (s) | wall (s) |\n|---|---|---|---|---|---|\n"
+        "| ours, real %s | %.2f | %.2f | %.2f | %.2f (stop %.2f) + %.2f = %.2f | %.1f |\n"
+        "| `systemctl restart` of the unit it wrote | %.2f | - | - | - | - |\n\n"
+        "- a plain `systemctl restart` of the unit (the same stop and start, by systemd) left the port without a "
+        "ready answer %.2f s longer than the switch: one run each, so no more than that the switch adds nothing "
+        "a restart does not\n"
+        "- the record's switch (%.2f s) is longer than the overhead the prober sees (%.2f s): the old server still "
+        "answers /health for part of its stop\n"
+        % (r["sglang_version"], date, r["sglang_version"], gap, load, gap - load, r["downtime_switch_sec"], stop,
+           load, r["downtime_until_ready_sec"], t["cutover_playbook_s"], t["restart_gap_s"],
+           t["restart_gap_s"] - gap, r["downtime_switch_sec"], gap - load))
 
 
 if __name__ == "__main__":

@@ -178,9 +178,16 @@ while True:
   echo $!
 }
 failed_probes() { awk '$2 != 200 {n++} END {print n + 0}' "$out/$1.probes"; }
+prober_ready() {  # NAME: waits (10 s at most) until the prober has seen a 200, so that a gap starts from one
+  for _ in $(seq 200); do
+    grep -q ' 200$' "$out/$1.probes" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
 gap_of() {  # NAME: seconds from the last 200 before the first failed probe to the first 200 after the last one
   awk '$2 == 200 && !bad {last = $1} $2 != 200 {bad = 1; end = 0} $2 == 200 && bad && !end {end = $1}
-       END {if (bad && end) printf "%.3f", end - last; else print "null"}' "$out/$1.probes"
+       END {if (bad && end && last) printf "%.3f", end - last; else print "null"}' "$out/$1.probes"
 }
 changed_of() { grep -Eo 'changed=[0-9]+' "$out/$1" | tail -1 | cut -d= -f2; }
 show() { ns systemctl show -p ActiveState -p SubState -p NRestarts -p Result "$1" | tr '\n' ' '; }
@@ -192,6 +199,7 @@ launch 30000 hand-30000
 healthy 30000 400 hand-30000 || fail_all "the hand-launched server never answered /health 200: $(tail -20 "$work/hand-30000.log")"
 inv=$(inventory 30000)
 probe=$(prober_start 30000 switch)
+prober_ready switch
 t0=$EPOCHREALTIME
 playbook cutover-1.log "$inv" cutover.yml
 rc=$?
@@ -213,6 +221,7 @@ playbook cutover-2.log "$inv" cutover.yml
 rc=$?
 record rerun_changes_nothing "$(ok '[ "$rc" = 0 ] && [ "$(changed_of cutover-2.log)" = 0 ]')" "rc $rc, changed=$(changed_of cutover-2.log)"
 probe=$(prober_start 30000 restart)
+prober_ready restart
 t0=$(now)
 ns systemctl restart --no-block $unit
 sleep 1
@@ -230,6 +239,7 @@ launch 30002 hand-30002
 healthy 30001 300 hand-30001
 inv=$(inventory 30001 "      cutover_mode: adopt")
 probe=$(prober_start 30001 adopt)
+prober_ready adopt
 playbook adopt.log "$inv" cutover.yml
 rc=$?
 sleep 1
@@ -239,6 +249,7 @@ scope=$(ns systemctl list-units --type=scope --no-legend --plain | awk '/sglang-
 record adopted_in_scope "$(ok '[ -n "$scope" ] && ns systemctl is-active -q "$scope"')" "${scope:-no scope}: $(show "${scope:-none}")"
 # the service's first start: it conflicts with the scope, which systemd stops first (the watcher drains the server)
 probe=$(prober_start 30001 first-start)
+prober_ready first-start
 ns systemctl start --no-block sglang-30001.service
 sleep 1
 healthy 30001 300

@@ -53,9 +53,15 @@ t2=$EPOCHREALTIME
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v w="$work" -v p="${parts[*]}" \
   'BEGIN { printf "parts %s unpacked in %.1f s, model made in %.1f s, in %s\n", p, b - a, c - b, w }' | tee "$out/run.txt"
 
+rc=0
 case $suite in
   trace) python3 "$here/trace.py" --models "$work/models" --work "$work/run" --out "$out" \
-           --debs "$work/debs" "$@" ;;
-  modules) python3 "$here/modules.py" --models "$work/models" --work "$work/run" --out "$out" --root "$root" "$@" ;;
-  cutover) bash "$here/cutover.sh" "$work" "$out" "$@" ;;
+           --debs "$work/debs" "$@" || rc=$? ;;
+  modules) python3 "$here/modules.py" --models "$work/models" --work "$work/run" --out "$out" --root "$root" "$@" || rc=$? ;;
+  cutover) bash "$here/cutover.sh" "$work" "$out" "$@" || rc=$? ;;
 esac
+# a device call brings back few files: the results (*.json, run.txt) stay as they are, the rest goes into one archive
+(cd "$out" && find . -maxdepth 1 -type f ! -name '*.json' ! -name run.txt ! -name '*.tar.xz' -printf '%P\n' |
+   sort > "$work/logs.list" && [ -s "$work/logs.list" ] && tar -cJf "$suite-logs.tar.xz" -T "$work/logs.list" &&
+   xargs rm -f < "$work/logs.list") || true
+exit $rc
