@@ -10,10 +10,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
-    boot as _boot, model_files as _model_files, port_units as _port_units, readiness as _readiness)
+    boot as _boot, model_files as _model_files, port_units as _port_units, readiness as _readiness,
+    sglang_args as _sglang_args)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import capture as _capture, family as _family, listeners as _listeners
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
-    files as _files, owner as _owner, pagecache as _pagecache, procfs as _procfs, scope as _scope, systemd as _systemd)
+    files as _files, owner as _owner, pagecache as _pagecache, procfs as _procfs, scope as _scope, systemd as _systemd,
+    venv as _venv)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
@@ -79,7 +81,11 @@ class SglangDiscover(Base):
         result["url"] = _listeners.local_url(p["port"])
         result["multinode"] = multinode(p["port"], cap["argv"]) if result["sglang"] else None
         if result["sglang"] and not (result["multinode"] and result["multinode"]["role"] == "rank >= 1"):
-            result["model"] = served_model(p["port"], cap["argv"], server.pid)  # a rank >= 1 serves no /v1/models
+            # a rank >= 1 serves no /v1/models
+            result["model"], result["running_version"] = served(p["port"], cap["argv"], server.pid)
+        if result["sglang"] and owner == service:  # the service serves: what a restart of it would run
+            result["installed_version"], result["installed_note"] = installed(cap["argv"], server)
+            result["upgrade"] = upgrade(result.get("running_version"), result["installed_version"])
         if wrapper:
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
         for row in result["launchers"]:
@@ -152,13 +158,39 @@ def multinode(port, argv):
     return dict(found, refusal=_multinode.refusal(port, argv)) if found else None
 
 
-def served_model(port, argv, pid, timeout=5.0):
-    """The first model /v1/models names on the server listening on port (asked with its own --api-key, which goes
-    only to a connection that the family of pid, the server found, accepted), or None."""
+def served(port, argv, pid, timeout=5.0):
+    """(the first model /v1/models names, the SGLang version /server_info names) of the server listening on port,
+    each None when it does not say (asked with its own --api-key, which goes only to a connection that the family of
+    pid, the server found, accepted)."""
     url = _listeners.local_url(port)
     if not url:
-        return None
+        return None, None
     server = _readiness.Server(url, api_key=argv_option(argv, "--api-key"),
                                owner=lambda sock: _listeners.peer_problem(sock, pid=pid))
     names = _readiness.model_names(server.request("/v1/models", timeout=timeout))
-    return names[0] if names else None
+    return (names[0] if names else None), _readiness.server_version(server, timeout)
+
+
+def installed(argv, server):
+    """(the SGLang version installed where the server's command runs from, None or why it was not asked): its
+    interpreter asked as the server's own user, with a clean environment; as root only when no other user can change
+    what root would run."""
+    python = _sglang_args.interpreter(argv)[0]
+    if not python:
+        return None, "the server's command names no Python interpreter to ask"
+    owner = _owner.Owner(server.uid)
+    if owner.is_root:
+        why = _venv.distrust(python)
+        if why:
+            return None, "%s was not asked: it would run as root, and %s" % (python, why)
+    version, why = _sglang_args.version(python, _sglang_args.ask_version(python, owner), timeout=30)
+    return version, ("; ".join(why) or None)
+
+
+def upgrade(running, installed_version):
+    """What changed under a serving server ({installed, running, summary}, their local parts aside), or None when both
+    say the same version, or either is unknown."""
+    new, old = _sglang_args.public(installed_version), _sglang_args.public(running)
+    if not (new and old) or new == old:
+        return None
+    return dict(installed=new, running=old, summary="installed %s, running %s" % (new, old))

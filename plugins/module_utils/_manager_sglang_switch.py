@@ -11,7 +11,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import subprocess
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
@@ -32,9 +31,6 @@ from ansible_collections.inferops.sglang.plugins.module_utils._switch.states imp
     LAUNCHING, Actions, Kinds, OutcomeStates, Owners, Targets)
 
 
-_FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
-                "if not importlib.util.find_spec('sglang'): sys.exit(3)\n"
-                "print(m.version('sglang'))\n")
 # Room the switch needs in the state folder besides the payload's copy, the capture and the units' backups: its plan
 # and outcome, the record's three files, and their temporary copies while each is replaced.
 STATE_ROOM = 512 * 1024
@@ -97,7 +93,7 @@ class SglangSwitch(Base):
         owner = self.prober(python)
         if owner is None:
             return
-        self.asked = self.ask_version(python, owner)
+        self.asked = _sglang_args.ask_version(python, owner)
         self.parsing = (_sglang_args.start(python, server_args, entry, owner=owner)
                         if python and server_args is not None else None)
 
@@ -185,7 +181,7 @@ class SglangSwitch(Base):
         p = self.params
         self.version = self.selinux_decision = None
         if self.action in LAUNCHING:  # the answers count only when the unit is about to run
-            self.version, why = self.sglang_version(p["executable"] or self.python, self.asked)
+            self.version, why = _sglang_args.version(p["executable"] or self.python, self.asked)
             self.problems += why
             if self.parsing and not why:  # the installed SGLang parses them: a bad flag stops here
                 self.said = self.said or [self.parsed(self.python, self.parsing)]
@@ -458,35 +454,3 @@ class SglangSwitch(Base):
             self.module.warn(said)
             return None
         return said
-
-    @staticmethod
-    def ask_version(exe, owner):
-        """Start asking the unit's interpreter, as owner, for sglang's version (about 0.1 s); None when there is no
-        Python interpreter to ask."""
-        if not exe or not os.path.basename(exe).startswith("python") or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            return None
-        try:
-            return owner.start([exe, "-c", _FIND_SGLANG])
-        except (OSError, subprocess.SubprocessError) as e:
-            return "%s cannot be run as %s: %s" % (exe, owner, e)
-
-    @staticmethod
-    def sglang_version(exe, asked):
-        """(sglang's version or None, [problems]) for the unit's executable, from ask_version's process."""
-        if not exe:
-            return None, []
-        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            return None, ["the unit's executable %s does not exist or is not executable" % exe]
-        if asked is None:
-            return None, []
-        if isinstance(asked, str):
-            return None, [asked]
-        try:
-            out, err = asked.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            _owner.kill(asked)
-            out, err = "", "it did not answer within 120 s"
-        if asked.returncode != 0:
-            return None, ["%s cannot find the sglang package (rc %d%s)" % (
-                exe, asked.returncode, (": " + err.strip()[-300:]) if err.strip() else "")]
-        return out.strip(), []

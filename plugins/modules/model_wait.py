@@ -118,6 +118,15 @@ models:
   type: list
   elements: str
   sample: [meta-llama/Llama-3.1-70B-Instruct]
+version:
+  description:
+    - The SGLang version the server says it runs (the C(version) of its C(/server_info), or C(/get_server_info) on
+      SGLang 0.5.5), or null when it does not say. Nothing else of that answer is returned (it holds the server's
+      arguments, its C(--api-key) among them).
+  returned: when models is true
+  type: str
+  sample: 0.5.15
+  version_added: 0.3.0
 endpoints:
   description: The last answer of each endpoint asked, status and seconds.
   returned: always

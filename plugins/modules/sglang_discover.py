@@ -202,6 +202,47 @@ model:
   returned: when what listens is an SGLang server
   type: str
   sample: meta-llama/Llama-3.1-70B-Instruct
+running_version:
+  description:
+    - The SGLang version the server says it runs (the C(version) of its C(/server_info), or C(/get_server_info) on
+      SGLang 0.5.5), or null when it does not answer. Nothing else of that answer is kept.
+  returned: when what listens is an SGLang server
+  type: str
+  sample: 0.5.15
+  version_added: 0.3.0
+installed_version:
+  description:
+    - When O(unit) serves the port, the SGLang version installed where the server's command runs from (what a
+      restart would run), asked of its interpreter as the server's own user with a clean environment; null when it
+      was not asked (see RV(installed_note)).
+  returned: when O(unit) serves the port
+  type: str
+  sample: 0.5.23
+  version_added: 0.3.0
+installed_note:
+  description: Why RV(installed_version) is null (no interpreter to ask; a venv of root's server that another user can
+    change is never run as root), or null.
+  returned: when O(unit) serves the port
+  type: str
+  version_added: 0.3.0
+upgrade:
+  description:
+    - SGLang upgraded under the serving O(unit) - RV(installed_version) and RV(running_version) differ (their local
+      parts, C(+...), aside) - or null. The server keeps running the old version until its next restart.
+  returned: when O(unit) serves the port
+  type: dict
+  version_added: 0.3.0
+  contains:
+    installed:
+      description: The version installed, without its local part (C(+...)).
+      type: str
+    running:
+      description: The version the server runs, without its local part.
+      type: str
+    summary:
+      description: Both, in words.
+      type: str
+      sample: installed 0.5.23, running 0.5.15
 stored:
   description:
     - With O(capture_path), the capture this call takes, else the one kept there, SECRETS INCLUDED, or an empty dict

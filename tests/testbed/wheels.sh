@@ -11,11 +11,20 @@ py=${PYTHON:-$root/.venv/bin/python}
 mkdir -p "$cache/wheels/double" "$cache/wheels/real"
 dl() { "$py" -m pip download --quiet --no-deps --only-binary=:all: "$@"; }
 
-src_hash=$(cd "$root/tests/sglang_double" && { find sglang -name '*.py' | sort; echo pyproject.toml; } | xargs sha256sum | sha256sum | cut -c1-12)
+src_hash=$({ (cd "$root/tests/sglang_double" && { find sglang -name '*.py' | sort; echo pyproject.toml; } | xargs sha256sum)
+            sha256sum < "$here/wheels.sh"; } | sha256sum | cut -c1-12)
 if [ ! -f "$cache/wheels/double/.src-$src_hash" ]; then
   rm -f "$cache"/wheels/double/sglang-*.whl "$cache"/wheels/double/.src-*
   "$py" -m pip wheel --quiet --no-deps --no-build-isolation -w "$cache/wheels/double" "$root/tests/sglang_double"
   rm -rf "$root/tests/sglang_double/build" "$root"/tests/sglang_double/*.egg-info
+  # the same double as 0.5.15+double: what a venv upgraded with `pip install -U sglang` starts from (it emulates
+  # the version of the wheel installed)
+  old=$(mktemp -d)
+  cp -r "$root/tests/sglang_double/sglang" "$root/tests/sglang_double/pyproject.toml" "$old/"
+  sed -i 's/^version = "0.5.23+double"$/version = "0.5.15+double"/' "$old/pyproject.toml"
+  grep -q '^version = "0.5.15+double"$' "$old/pyproject.toml"
+  "$py" -m pip wheel --quiet --no-deps --no-build-isolation -w "$cache/wheels/double" "$old"
+  rm -rf "$old"
   touch "$cache/wheels/double/.src-$src_hash"
 fi
 for w in 39:1.3.7 311:1.3.8 313:1.3.8; do  # Debian 11, 12 and 13's Python (molecule/platforms); 1.3.8 has no cp39

@@ -108,6 +108,20 @@ def model_names(answer):
     return [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
 
 
+def server_version(server, timeout=10.0):
+    """The SGLang version the server says it runs: the `version` of its /server_info (0.5.9 and later), else of
+    /get_server_info (every version); None when neither answers with one. Nothing else of the answer is kept: it
+    holds the server's arguments, its --api-key among them."""
+    for path in ("/server_info", "/get_server_info"):
+        answer = server.request(path, timeout=timeout)
+        data = answer.json() if answer.status == 200 else None
+        if isinstance(data, dict) and isinstance(data.get("version"), str):
+            return data["version"]
+        if answer.status != 404:
+            return None
+    return None
+
+
 def output_tokens(answer):
     """How many tokens a 200 answer to POST /generate generated (meta_info.completion_tokens, else the length of
     output_ids), 0 when it is no generation. Not its text: a model whose first token ends the sequence answers 200
@@ -202,6 +216,7 @@ def wait(server, timeout=900.0, ready="auto", models=True, generate=False, check
         names = model_names(answer)
         res["model"] = names[0] if names else None
         res["models"] = names
+        res["version"] = server_version(server)
     if generate:
         answer = server.request("/generate", {"text": "Say OK.", "sampling_params": {"max_new_tokens": 4, "temperature": 0}})
         res["endpoints"]["/generate"] = answer.as_dict()

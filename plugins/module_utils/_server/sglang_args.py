@@ -127,3 +127,46 @@ def answer(p, python, timeout=TIMEOUT):
 def refusal(python, arguments, prog, timeout=TIMEOUT, env=None, owner=None):
     """answer() of start(): parse and wait."""
     return answer(start(python, arguments, prog, env, owner), python, timeout)
+
+
+# The installed SGLang's version, as the interpreter's importlib finds it (no sglang module is imported)
+_FIND_SGLANG = ("import importlib.util, importlib.metadata as m, sys\n"
+                "if not importlib.util.find_spec('sglang'): sys.exit(3)\n"
+                "print(m.version('sglang'))\n")
+
+
+def ask_version(exe, owner):
+    """Start asking the interpreter exe, as owner (an _owner.Owner, with its clean environment), for the installed
+    SGLang's version (about 0.1 s); None when exe is no Python interpreter to ask, a str when it cannot be run."""
+    if not exe or not os.path.basename(exe).startswith("python") or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        return None
+    try:
+        return owner.start([exe, "-c", _FIND_SGLANG])
+    except (OSError, subprocess.SubprocessError) as e:
+        return "%s cannot be run as %s: %s" % (exe, owner, e)
+
+
+def version(exe, asked, timeout=TIMEOUT):
+    """(the installed SGLang's version or None, [problems]) for the executable exe, from ask_version's answer."""
+    if not exe:
+        return None, []
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        return None, ["the unit's executable %s does not exist or is not executable" % exe]
+    if asked is None:
+        return None, []
+    if isinstance(asked, str):
+        return None, [asked]
+    try:
+        out, err = asked.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _owner.kill(asked)
+        out, err = "", "it did not answer within %.0f s" % timeout
+    if asked.returncode != 0:
+        return None, ["%s cannot find the sglang package (rc %d%s)" % (
+            exe, asked.returncode, (": " + err.strip()[-300:]) if err.strip() else "")]
+    return out.strip(), []
+
+
+def public(v):
+    """A version without its local part (0.5.23+cu130 -> 0.5.23): what SGLang's __version__ and its wheel agree on."""
+    return v.partition("+")[0] if v else v

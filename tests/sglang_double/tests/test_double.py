@@ -471,3 +471,20 @@ def test_the_version_installed_in_a_venv(monkeypatch, tmp_path):
     assert config.emulated_version() == "0.5.9"
     monkeypatch.setenv("SGLANG_DOUBLE_VERSION", "0.5.15")
     assert config.emulated_version() == "0.5.15"
+
+
+def test_the_version_emulated_is_the_installed_wheels(tmp_path):
+    """Without SGLANG_DOUBLE_VERSION, the double runs as the version of its wheel (tests/testbed/wheels.sh builds
+    0.5.15+double and 0.5.23+double): `pip install -U sglang` upgrades it as it does the real one. A distribution of
+    sglang that is not the double's says nothing (0.5.23)."""
+    def emulated(dist):
+        site = tmp_path / dist
+        (site / ("%s.dist-info" % dist)).mkdir(parents=True)
+        (site / ("%s.dist-info" % dist) / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: sglang\nVersion: %s\n" % dist.split("-", 1)[1])
+        env = dict((k, v) for k, v in os.environ.items() if k != "SGLANG_DOUBLE_VERSION")
+        env["PYTHONPATH"] = "%s:%s" % (site, DOUBLE)
+        return subprocess.check_output([sys.executable, "-c", "import sglang; print(sglang.__version__)"], env=env,
+                                       universal_newlines=True).strip()
+    assert emulated("sglang-0.5.15+double") == "0.5.15"
+    assert emulated("sglang-0.5.9") == "0.5.23"

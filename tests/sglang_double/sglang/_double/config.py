@@ -28,17 +28,30 @@ def vkey(version):
     return tuple(int(p) for p in version.split("."))
 
 
+def installed_version():
+    """The version of the double's own installed distribution (`sglang X+double`: tests/testbed/wheels.sh builds one
+    wheel a version, so `pip install -U` upgrades it as it does the real one), or None (run from the source tree,
+    or another distribution named sglang is what importlib finds)."""
+    try:
+        from importlib import metadata  # pylint: disable=import-outside-toplevel
+        found = metadata.version("sglang")
+    except Exception:  # pylint: disable=broad-except
+        return None
+    public, dummy, local = found.partition("+")
+    return public if local == "double" else None
+
+
 def emulated_version():
     """SGLANG_DOUBLE_VERSION, else the venv's own setting (a file `sglang-double-version` in sys.prefix: the
     version "installed" there, for clients such as bench_serving that run without the server's environment),
-    else 0.5.23."""
+    else the version of the wheel installed (installed_version), else 0.5.23."""
     version = os.environ.get("SGLANG_DOUBLE_VERSION")
     if not version:
         try:
             with open(os.path.join(sys.prefix, "sglang-double-version")) as f:
                 version = f.read().strip()
         except OSError:
-            version = "0.5.23"
+            version = installed_version() or "0.5.23"
     if version not in VERSIONS:
         raise SystemExit("SGLANG_DOUBLE_VERSION must be one of %s, not %r" % (", ".join(VERSIONS), version))
     return version

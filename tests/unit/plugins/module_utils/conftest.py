@@ -170,6 +170,13 @@ def nobody_kin(tmp):
             "( %s %s -c 'sleep 600; :' multiprocessing.spawn & )" % (run_as, run_as, shlex.quote(fake)))
 
 
+def nobody_kin_running():
+    """nobody_kin's two processes, once both run their own programs (each appears on its own), else None."""
+    found = [p for p in _procfs.snapshot().values() if p.uid == 65534 and (
+        p.cmdline.startswith("sglang::scheduler") or "multiprocessing.spawn" in p.cmdline)]
+    return found if len(found) == 2 else None
+
+
 @pytest.fixture
 def folders():
     made = []

@@ -8,9 +8,10 @@ import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache
 from ansible_collections.inferops.sglang.plugins.module_utils._server import port_units as _port_units
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover, served_model
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover, installed, served, upgrade
 from tests.unit.conftest import free_port, wait_for
-from .conftest import MIB, NOBODY, Exited, Failed, FakeModule, Systemd, evict, server_cmd, wait_listening, write
+from .conftest import (MIB, NOBODY, Exited, Failed, FakeModule, Systemd, double_venv, evict, server_cmd, wait_listening,
+                       write)
 
 
 class Module(FakeModule):
@@ -61,15 +62,44 @@ def test_a_negative_budget_or_margin_is_refused():
 
 
 def test_the_served_model_is_asked_with_the_key_only_of_the_servers_family(impostor, server, spawn):
-    """The server found (its pid) is asked for its model with its own --api-key; whoever else accepts the connection
-    (another user on the port) is asked nothing."""
-    p = server("--api-key", "sk-served")
+    """The server found (its pid) is asked for its model and its version with its own --api-key; whoever else
+    accepts the connection (another user on the port) is asked nothing."""
+    p = server("--api-key", "sk-served", version="0.5.15")
     port = int(p.url.rsplit(":", 1)[1])
-    assert wait_for(lambda: served_model(port, ["--api-key", "sk-served"], p.pid), 30) == spawn.marker
+    assert wait_for(lambda: served(port, ["--api-key", "sk-served"], p.pid)[0], 30) == spawn.marker
+    assert served(port, ["--api-key", "sk-served"], p.pid) == (spawn.marker, "0.5.15")
     other = free_port()
     impostor.start(other)
-    assert served_model(other, ["--api-key", "sk-served"], p.pid) is None
+    assert served(other, ["--api-key", "sk-served"], p.pid) == (None, None)
     assert impostor.requests() == []
+
+
+class Proc:
+    def __init__(self, uid):
+        self.uid = uid
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: it asks as nobody")
+def test_the_installed_version_is_asked_of_the_servers_interpreter_as_its_user_never_root_of_anothers_venv(
+        tmp_path, nobody_venv):
+    """What a restart of the serving server would run: its command's interpreter, asked as the server's user; a
+    server of root's whose venv another user can change is not asked (that user's .pth would run as root)."""
+    mine = double_venv(tmp_path)
+    argv = [mine.python, "-m", "sglang.launch_server", "--model-path", "m"]
+    assert installed(argv, Proc(0)) == ("0.5.23", None)
+    theirs = [nobody_venv.python, "-m", "sglang.launch_server", "--model-path", "m"]
+    version, why = installed(theirs, Proc(0))
+    assert version is None and why.startswith("%s was not asked: it would run as root, and " % nobody_venv.python)
+    assert installed(theirs, Proc(NOBODY.pw_uid)) == ("0.5.23", None)
+    assert set(nobody_venv.ran_as()) == {NOBODY.pw_uid}, "never as root"
+    assert installed(["/usr/bin/sleep", "600"], Proc(0)) == (None, "the server's command names no Python interpreter to ask")
+
+
+def test_an_upgrade_is_a_public_version_that_differs():
+    assert upgrade("0.5.15", "0.5.23+double") == dict(installed="0.5.23", running="0.5.15",
+                                                      summary="installed 0.5.23, running 0.5.15")
+    assert upgrade("0.5.23", "0.5.23+cu130") is None
+    assert upgrade(None, "0.5.23") is None and upgrade("0.5.15", None) is None
 
 
 def test_a_rank_of_a_multi_node_server_is_reported_as_such(two_nodes):
@@ -138,7 +168,7 @@ def test_an_ipv6_only_server_is_found_and_asked_on_its_loopback(shell):
     port = free_port()
     shell("%s --host :: --api-key sk-six --served-model-name six > s.log 2>&1 & wait" % server_cmd(port))
     (pid,) = wait_listening(port)
-    wait_for(lambda: served_model(port, ["--api-key", "sk-six"], pid), 15)
+    wait_for(lambda: served(port, ["--api-key", "sk-six"], pid)[0], 15)
     systemd = Systemd()
 
     class Host(Module):

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
-    listeners as _listeners, port_units as _port_units)
+    listeners as _listeners, port_units as _port_units, sglang_args as _sglang_args)
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, procfs as _procfs, selinux as _selinux)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
@@ -367,7 +367,7 @@ def probed(venv, **params):
                               executable=None, command=command, timeout=None, **params))
     mgr.validate()
     mgr.probe()
-    version, why = mgr.sglang_version(venv.python, mgr.asked)
+    version, why = _sglang_args.version(venv.python, mgr.asked)
     return version, why, mgr.parsed(mgr.python, mgr.parsing) if mgr.parsing else None, mgr.module.warnings
 
 

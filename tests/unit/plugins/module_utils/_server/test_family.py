@@ -7,7 +7,7 @@ import sys
 from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family
 from tests.unit.conftest import free_port, wait_for
-from ..conftest import nobody_kin, server_cmd, wait_listening
+from ..conftest import nobody_kin, nobody_kin_running, server_cmd, wait_listening
 
 
 def test_family_by_port_among_decoys(shell, tmp_path):
@@ -132,12 +132,7 @@ def test_the_family_never_crosses_users(shell, folders):
     port = free_port()
     shell("%s > s.log 2>&1 & sleep 0.5; %s; wait" % (server_cmd(port), nobody_kin(folders)))
     (server,) = wait_listening(port)
-
-    def both():
-        found = [p for p in _procfs.snapshot().values() if p.uid == 65534 and (
-            p.cmdline.startswith("sglang::scheduler") or "multiprocessing.spawn" in p.cmdline)]
-        return found if len(found) == 2 else None
-    theirs = wait_for(both, 10)
+    theirs = wait_for(nobody_kin_running, 10)
     procs = _procfs.snapshot()
     assert all(p.sid == procs[server].sid and p.ppid not in (server,) for p in theirs), "the server's session"
     fam = _family.family_of(procs[server], procs)

@@ -110,10 +110,14 @@ def test_bad_url():
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15"])
 def test_ready_path_behind_the_key_is_health(server, spawn, version):
-    """0.5.5-0.5.15 keep /ready behind --api-key (401) or have none (404): readiness is asked of /health."""
+    """0.5.5-0.5.15 keep /ready behind --api-key (401) or have none (404): readiness is asked of /health. The version
+    the server runs is its /server_info's, /get_server_info's on 0.5.5 (no /server_info there), asked with the key;
+    nothing else of that answer (the server's arguments, the key among them) comes back."""
     p = server("--api-key", "sk-secret", version=version)
     res = _readiness.wait(_readiness.Server(p.url, api_key="sk-secret", owner=family_of(p)), timeout=30)
     assert res["ready_path"] == "/health" and res["model"] == spawn.marker
+    assert res["version"] == version and "sk-secret" not in json.dumps(res)
+    assert _readiness.server_version(_readiness.Server(p.url)) is None, "without the key: 401, no version"
     assert _readiness.ready_path_of(_readiness.Answer(401)) == "/health"
     assert _readiness.ready_path_of(_readiness.Answer(404)) == "/health"
     assert _readiness.ready_path_of(_readiness.Answer(503)) == "/ready"

@@ -18,7 +18,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._server.readiness 
 
 from tests.unit.conftest import free_port, wait_for
 from .. import programs
-from ..conftest import Systemctl, Systemd, nobody_kin, server_cmd, wait_listening
+from ..conftest import Systemctl, Systemd, nobody_kin, nobody_kin_running, server_cmd, wait_listening
 
 
 def holders_of(path):
@@ -166,9 +166,7 @@ def test_the_switch_never_signals_another_users_kin(shell, tmp_path, folders):
     shell("%s > s.log 2>&1 & sleep 0.5; %s; wait" % (server_cmd(port), nobody_kin(folders)))
     (server,) = wait_listening(port)
     ident = _procfs.read(server).identity
-    theirs = wait_for(lambda: [p.identity for p in _procfs.snapshot().values() if p.uid == 65534 and (
-        p.cmdline.startswith("sglang::") or "multiprocessing.spawn" in p.cmdline)] or None, 10)
-    assert len(theirs) == 2
+    theirs = [p.identity for p in wait_for(nobody_kin_running, 10)]
     plan = dict(id="t4", action="switch", port=port, unit="sglang.service", unit_name="sglang",
                 state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True, devices=[str(tmp_path / "nvidia*")],
                 gpus=[0])
