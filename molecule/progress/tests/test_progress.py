@@ -21,7 +21,8 @@ def progress(text):
 
 def test_the_run_completed_after_the_cut(host):
     text = output("cutover.out")
-    assert text.rstrip().endswith("rc=0"), text[-4000:]
+    failed = [line[:2000] for line in text.splitlines() if line.startswith(("fatal:", "failed:"))]
+    assert text.rstrip().endswith("rc=0"), (failed, host.run("journalctl -u sglang-30000 --no-pager -n 40").stdout)
     assert "UNREACHABLE" not in text  # the look that the cut broke connected again
     assert "Exit request sent" in output("cut.out"), output("cut.out")  # the master connection was there, and closed
     serves_from_its_unit(host)

@@ -1,6 +1,7 @@
 """The unit's readiness gate (roles/systemd_unit/files/inferops-sglang-ready), run as systemd runs it, against the
 SGLang double on loopback: it passes only once the server serves, asks /health where /ready is missing or behind
 the API key, and fails at once when the main process or a scheduler dies."""
+import json
 import os
 import subprocess
 import sys
@@ -185,3 +186,29 @@ def _status(url):
         return e.code
     except OSError:
         return 0
+
+
+ASK = r"""
+import importlib.machinery, importlib.util, json, sys
+loader = importlib.machinery.SourceFileLoader("gate", sys.argv[1])
+spec = importlib.util.spec_from_loader("gate", loader)
+gate = importlib.util.module_from_spec(spec)
+loader.exec_module(gate)
+print(json.dumps(gate.ask("127.0.0.1", int(sys.argv[2]), "/health", {}, gate.cgroup(gate.os.getpid()))))
+"""
+
+
+def test_a_listener_of_the_units_own_cgroup_is_the_servers_though_the_snapshot_missed_it(double, cgroups, spawn):
+    """The gate's look at the unit's processes is a snapshot, and accept() shows the connection's inode before the
+    server holds its descriptor: the process found holding it then is the server when it is in the unit's cgroup
+    (under load, the gate failed a healthy server as 'a process outside this unit'), and outside when it is not."""
+    unit = cgroups.enter("sglang-t.service")
+    server = double(preexec_fn=unit, load="0.3")
+    wait_for(lambda: _listeners.listeners(server.port, _procfs.snapshot()), 15)
+    mine = subprocess.run([sys.executable, "-c", ASK, GATE, str(server.port)], preexec_fn=cgroups.enter("sglang-t.service"),
+                          stdout=subprocess.PIPE, universal_newlines=True, timeout=30, check=True).stdout
+    assert json.loads(mine) in (200, 503), "asked: the listener is the unit's own"
+    theirs = subprocess.run([sys.executable, "-c", ASK, GATE, str(server.port)],
+                            preexec_fn=cgroups.enter("other.service"),
+                            stdout=subprocess.PIPE, universal_newlines=True, timeout=30, check=True).stdout
+    assert json.loads(theirs)[0] == server.pid, "from another cgroup, the server is a process outside the unit"
