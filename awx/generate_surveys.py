@@ -48,6 +48,8 @@ QUESTIONS = {
     "cutover_boot_launchers": "What happens to @reboot and rc.local lines that start the server?",
     "cutover_existing_units": "What happens to other systemd units that could serve the port (replace them, or refuse)?",
     "cutover_on_upgrade": "When SGLang was upgraded under the running service, report it, or restart the service onto it?",
+    "cutover_rollback_to": "When a restart of the migrated service fails, go back to its unit as it served before, or to "
+                           "the hand-launched command?",
     "cutover_nccl_profile": "Which NCCL profile should the venv get?",
     "cutover_bench": "Should a throughput benchmark gate the cutover?",
     "cutover_bench_max_slowdown_pct": "How much slower (percent) may the service be than the old server?",

@@ -10,7 +10,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import stat
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
@@ -266,9 +268,12 @@ class SglangSwitch(Base):
                     release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"])
         self.committed = False
 
+        if self.back and p["previous_of"]:
+            plan["previous"] = self.previous_unit(p["previous_of"])
+
         def prepared():
             """Under the lock, the claim about to be written: what the switch needs put in place, then its plan."""
-            self.commit()
+            self.commit(plan["id"])
             return dict(plan, units=[u["unit"] for u in self.taken],
                         record=_record.switch_plan(p["record"], self.state_dir, self.insp, self.version,
                                                    self.installed, self.taken))
@@ -284,13 +289,16 @@ class SglangSwitch(Base):
             self.action = self.result["action"] = Actions.JOIN
         self.result["run_id"] = self.run_id
 
-    def commit(self):
+    def commit(self, run_id=None):
         """Once the preflight passed (under the switch's lock when a switch follows): the units that could serve the
-        port taken over (backed up, disabled, stopped unless the switch stops them), the unit put in place (written,
-        enabled, daemon reloaded), and for a switch the capture of what runs kept (capture.json, 0600). What changed
-        goes into the result."""
+        port taken over (backed up, disabled, stopped unless the switch stops them), the unit's files as they served
+        kept when a restart changes them (previous-unit.json, 0600: a rollback of this run, run_id, puts them back),
+        the unit put in place (written, enabled, daemon reloaded), and for a switch the capture of what runs kept
+        (capture.json, 0600). What changed goes into the result."""
         p, result = self.params, self.result
         self.committed = True
+        if self.action in LAUNCHING and not self.back:
+            self.keep_previous(run_id)
         acting = [u for u in self.units if u["action"] in ("replace", "rewrite")]
         try:
             taken = _port_units.take_over(acting, self.state_dir, self.module.run_command,
@@ -305,6 +313,34 @@ class SglangSwitch(Base):
             self.installed = result["installed"] = _unit.put(self, self.staged)
         if self.capture and (self.action == Actions.SWITCH or self.taking("rewrite")):  # what ran before the cutover
             self.write_files([self.capture], **result)
+
+    def keep_previous(self, run_id):
+        """For a restart of the serving unit that changes its files: those files as they are (a file the restart
+        adds: none), kept for a rollback of run_id; for any other switch, no earlier unit to go back to. Not when
+        the switch takes over units (the operator's own file of the unit's name among them): their rollback puts
+        those back (units.json)."""
+        path = _state_dir.previous(self.state_dir)
+        changed = [f for f in (self.staged[1] if self.staged else []) if f.differs]
+        taking = [u for u in self.units if u["action"] in ("replace", "rewrite")]
+        if not (self.action == Actions.RESTART and self.insp["owner"] == Owners.UNIT and changed and not taking):
+            if os.path.lexists(path):
+                os.unlink(path)
+            return
+        files = []
+        for f in changed:
+            st = os.lstat(f.path) if os.path.lexists(f.path) else None
+            files.append(dict(path=f.path, mode=stat.S_IMODE(st.st_mode) if st else None,
+                              text=_port_units.read_text(f.path) if st else None))
+        keep = _files.File(path, json.dumps(dict(run=run_id, unit=self.unit, time=time.time(), files=files),
+                                            indent=1, sort_keys=True), 0o600, 0, 0, dir_mode=0o700)
+        self.write_files([keep], **self.result)
+
+    def previous_unit(self, run_id):
+        """The path of the unit's files kept before the restart run_id, when they were kept for that run, else None
+        (the rollback then starts the captured command)."""
+        path = _state_dir.previous(self.state_dir)
+        kept = _files.read_json(path) or {}
+        return path if kept.get("run") == run_id and kept.get("unit") == self.unit else None
 
     def wait_switch(self):
         """The switch's outcome, waited for; the module fails with the step it stopped at."""

@@ -30,6 +30,7 @@ CAPTURE = "capture.json"
 LOCK = "switch.lock"
 OUTCOME = "switch.json"
 UNITS = "units.json"
+PREVIOUS = "previous-unit.json"  # the unit's files as they served before a restart that changed them
 BACKUPS = "units"
 _PLAN = ("switch-plan-", ".json")
 _RUNTIME = ("switch-runtime-", ".zip")
@@ -75,6 +76,11 @@ def leftovers(port_dir):
 def units(port_dir):
     """The units a takeover changed, as they were."""
     return os.path.join(port_dir, UNITS)
+
+
+def previous(port_dir):
+    """The unit's files as they were before the restart that changed them (a rollback of it puts them back)."""
+    return os.path.join(port_dir, PREVIOUS)
 
 
 def backups(port_dir):

@@ -101,6 +101,14 @@ options:
     type: str
     choices: [unit, capture]
     default: unit
+  previous_of:
+    description:
+      - With O(target=capture), the C(run_id) of a failed restart of the serving unit that changed the unit's files.
+        When that restart kept the files as they served before it (C(previous-unit.json) in the port's state folder),
+        the rollback writes them back, reloads systemd and starts the unit as it served, instead of the captured
+        command; otherwise it starts the captured command.
+    type: str
+    version_added: 0.3.0
   restart:
     description: Restart the unit through the switch when it already serves the port.
     type: bool
@@ -264,6 +272,13 @@ pid_started:
   returned: when a rollback ran
   type: int
   sample: 5120
+previous_unit:
+  description: The rollback put back the unit's files as they served before the failed restart O(previous_of) and
+    started the unit, instead of the captured command.
+  returned: when the switch ran
+  type: bool
+  sample: false
+  version_added: 0.3.0
 started_at:
   description: When the unit was started (seconds since the epoch).
   returned: when the switch ran
@@ -361,6 +376,7 @@ def main():
             release_strays=dict(type="bool", default=False),
             target=dict(type="str", choices=[Targets.UNIT, Targets.CAPTURE], default=Targets.UNIT),
             restart=dict(type="bool", default=False),
+            previous_of=dict(type="str"),
             executable=dict(type="path"),
             command=dict(type="list", elements="str", default=[]),
             user=dict(type="str", default="root"),

@@ -67,7 +67,7 @@ def test_a_cutover_s_fields_are_the_controller_s_and_the_switch_s():
 
 
 def test_a_rollback_s_fields_are_rollback_yml_s_and_the_switch_s():
-    task = _task("rollback.yml", "Rollback - stop the unit, start the captured command (on the host), record")
+    task = _task("rollback.yml", "Rollback - stop the unit, start what served before (on the host), record")
     assert top(documented()["rollback"]) == set(switch(True, task["inferops.sglang.sglang_switch"]["record"]["data"]))
 
 

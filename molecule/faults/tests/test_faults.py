@@ -161,8 +161,22 @@ def test_unit_from_variables_alone(host):
     assert not host.file("/var/lib/inferops/cutover/30002/capture.json").exists
 
 
+def records(host, kind):
+    """The port's records of a kind, oldest first (KIND-STAMP.json)."""
+    names = sorted(host.check_output("ls %s" % STATE).split())
+    return [json.loads(host.file("%s/%s" % (STATE, n)).content_string) for n in names
+            if n.startswith(kind + "-") and n.endswith(".json")]
+
+
 @pytest.mark.hosts("f2")
-def test_changed_input_restarted_the_service(host):
+def test_changed_input_restarted_the_service_and_a_failed_change_went_back_to_it(host):
+    """The restart with a new environment value served; the next change, which cannot serve, was rolled back to that
+    unit as it served (its files put back), not to the hand launch: the service serves with the value, enabled."""
     pid = int(show(host, "MainPID")["MainPID"])
-    assert "INFEROPS_NEW_VALUE=1" in host.file("/proc/%d/environ" % pid).content_string.split("\0")
-    assert json.loads(host.file(STATE + "/last.json").content_string)["action"] == "restart"
+    environ = host.file("/proc/%d/environ" % pid).content_string.split("\0")
+    assert "INFEROPS_NEW_VALUE=1" in environ and not [e for e in environ if "crash_during_load" in e]
+    assert records(host, "cutover")[-1]["action"] == "restart"
+    last = json.loads(host.file(STATE + "/last.json").content_string)
+    assert last["action"] == "rollback" and last["previous_unit"] is True and last["unit_started"] == UNIT
+    assert show(host, "UnitFileState", "ActiveState") == {"UnitFileState": "enabled", "ActiveState": "active"}
+    assert not host.file(STATE + "/previous-unit.json").exists

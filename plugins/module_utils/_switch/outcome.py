@@ -67,7 +67,8 @@ def current(state_dir, since=None):
 def summary(outcome):
     """What a run's result says of the switch it reports."""
     return dict(run_id=outcome.get("id"), steps=outcome.get("steps", []), downtime=outcome.get("downtime"),
-                started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"))
+                started_at=outcome.get("started_at"), pid_started=outcome.get("pid_started"),
+                previous_unit=outcome.get("previous_unit", False))
 
 
 def wait(state_dir, run_id, timeout, poll=0.1):

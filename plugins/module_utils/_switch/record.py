@@ -64,7 +64,8 @@ def switch_record(given, outcome, result, back, load=None):
     if back:
         rec.update(action=Actions.ROLLBACK, rollback_steps=result.get("steps"), rollback_downtime_sec=result.get("downtime"),
                    pid_started=result.get("pid_started"), ready_after_sec=result.get("ready_after"),
-                   units_restored=outcome.get("units_restored"), unit_started=outcome.get("unit_started"))
+                   units_restored=outcome.get("units_restored"), unit_started=outcome.get("unit_started"),
+                   previous_unit=outcome.get("previous_unit", False))
         return rec
     old = dict(rec.get("old") or {}, family=given["family"])
     downtime, load = result.get("downtime"), result.get("ready_after", load)
@@ -110,7 +111,9 @@ def report(r):
             "",
             "- when: %s" % when,
             "- why: %s" % r.get("failure"),
-            ("- %s, which ran the server before, serves again: ready after %s s; %s is disabled" % (
+            ("- %s serves again as it did before the failed restart (its unit's files put back): ready after %s s" % (
+                r["unit_started"], r.get("ready_after_sec")) if r.get("previous_unit") else
+             "- %s, which ran the server before, serves again: ready after %s s; %s is disabled" % (
                 r["unit_started"], r.get("ready_after_sec"), r.get("unit")) if r.get("unit_started") else
              "- the captured command (%s) serves again: pid %s, ready after %s s; %s is disabled"
              % (r.get("capture"), r.get("pid_started"), r.get("ready_after_sec"), r.get("unit"))),

@@ -20,7 +20,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     nvidia as _nvidia, procfs as _procfs, signals as _signals, systemd as _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command, timed
-from ansible_collections.inferops.sglang.plugins.module_utils._host.files import read_json
+from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File, read_json
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     family as _family, listeners as _listeners, port_units as _port_units)
 from ansible_collections.inferops.sglang.plugins.module_utils._server.readiness import Server
@@ -164,6 +164,13 @@ class Worker:
         self.step("verify zero", lambda: self.verify_zero(now, procs))
         self.step("release GPUs", lambda: self.release(now))
         self.restored = {}
+        if plan.get("previous"):  # a failed restart that changed the unit: the unit as it served before it
+            self.step("restore previous unit", self.restore_previous)
+            self.outcome.update(unit_started=plan["unit"], previous_unit=True)
+            self.step("start unit", lambda: self.start(plan["unit"]))
+            self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
+            self.outcome["started_at"] = time.time()
+            return
         if os.path.exists(_state_dir.units(plan["state_dir"])):
             self.step("restore units", self.restore_units)
         serves = self.restored.get("serves")
@@ -174,6 +181,24 @@ class Worker:
             self.step("start captured command", self.relaunch)
         self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
         self.outcome["started_at"] = time.time()
+
+    def restore_previous(self):
+        """The unit's files written back as they served before the failed restart (one it added removed), systemd
+        reloaded, the unit enabled; the kept copy removed."""
+        path = self.plan["previous"]
+        kept = read_json(path) or {}
+        for f in kept.get("files") or []:
+            if f["text"] is None:
+                if os.path.lexists(f["path"]):
+                    os.unlink(f["path"])
+            else:
+                File(f["path"], f["text"], f["mode"] if f["mode"] is not None else 0o644, 0, 0).write()
+        for argv in (["systemctl", "daemon-reload"], ["systemctl", "enable", self.plan["unit"]]):
+            rc, out, err = timed(self.run, argv, 120)
+            if rc != 0:
+                raise RuntimeError("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-500:]))
+        os.unlink(path)
+        return {"files": [f["path"] for f in kept.get("files") or []]}
 
     def restore_units(self):
         """The units the switch took over, as they were (files, enabled), systemd reloaded."""

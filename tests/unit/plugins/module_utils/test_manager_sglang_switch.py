@@ -422,3 +422,33 @@ def test_the_switch_relabels_only_when_the_preflight_found_nothing_else(tmp_path
     assert problems == ["port 30000 is held by another server"]
     assert mgr.selinux(script, [])["fixed"] is True
     assert [argv[4] for argv in ran] == ["/usr/sbin/semanage", "/usr/sbin/restorecon"]  # each under timeout
+
+
+def test_a_restart_that_changes_the_unit_keeps_its_files_as_they_served_for_its_rollback_alone(tmp_path):
+    """A restart of the serving unit that changes its files keeps them as they are (a file it adds: none) in
+    previous-unit.json, 0600, for a rollback of that run only; any other switch leaves no earlier unit behind."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File  # noqa: E501 pylint: disable=import-outside-toplevel
+    state = tmp_path / "30000"
+    state.mkdir()
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Service]\nExecStart=/v/python -m sglang.launch_server\n")
+    unit.chmod(0o644)
+    mgr = SglangSwitch(Module(port=30000, unit="sglang"))
+    mgr.state_dir, mgr.unit, mgr.result, mgr.action = str(state), "sglang.service", {}, "restart"
+    mgr.insp, mgr.units = {"owner": "unit"}, []
+    mgr.staged = ({}, [File(str(unit), "[Service]\nExecStart=/v/python -m sglang.launch_server --bad\n", 0o644, 0, 0),
+                       File(str(tmp_path / "new.conf"), "x\n", 0o644, 0, 0)])
+    mgr.keep_previous("r1")
+    kept = json.loads((state / "previous-unit.json").read_text())
+    assert (state / "previous-unit.json").stat().st_mode & 0o777 == 0o600
+    assert kept["run"] == "r1" and kept["unit"] == "sglang.service"
+    assert kept["files"] == [dict(path=str(unit), mode=0o644, text="[Service]\nExecStart=/v/python -m sglang.launch_server\n"),
+                             dict(path=str(tmp_path / "new.conf"), mode=None, text=None)]
+    assert mgr.previous_unit("r1") == str(state / "previous-unit.json") and mgr.previous_unit("r0") is None
+    mgr.units = [{"unit": "sglang.service", "action": "rewrite"}]  # the operator's own file: units.json's to put back
+    mgr.keep_previous("r2")
+    assert not (state / "previous-unit.json").exists() and mgr.previous_unit("r1") is None
+    mgr.keep_previous("r1")
+    mgr.units, mgr.action = [], "switch"
+    mgr.keep_previous("r3")
+    assert not (state / "previous-unit.json").exists()

@@ -3,6 +3,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -11,6 +12,7 @@ import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     listeners as _listeners, port_units as _port_units)
+from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import files as _files, procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     preflight as _preflight, worker as _switch_worker)
@@ -213,6 +215,36 @@ def test_a_rollback_puts_back_the_units_the_switch_took_over_and_starts_the_one_
     assert not os.path.exists(os.path.join(state, "units.json"))
 
 
+def test_a_rollback_of_a_restart_that_changed_the_unit_puts_its_files_back_and_starts_it(tmp_path):
+    """The files a failed restart changed, kept as they served (previous-unit.json): written back with their modes,
+    one the restart added removed, systemd reloaded, the unit enabled and started; not the captured command."""
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    unit_file, env_file, added = (str(tmp_path / n) for n in ("sglang.service", "sglang.env", "added.conf"))
+    for path, text in ((unit_file, "[Service]\nExecStart=/v/python -m sglang.launch_server --bad\n"),
+                       (env_file, "BAD=1\n"), (added, "x\n")):
+        with open(path, "w") as f:
+            f.write(text)
+    kept = _state_dir.previous(state)
+    with open(kept, "w") as f:
+        json.dump(dict(run="s1", unit="sglang.service", files=[
+            dict(path=unit_file, mode=0o644, text="[Service]\nExecStart=/v/python -m sglang.launch_server\n"),
+            dict(path=env_file, mode=0o600, text="GOOD=1\n"), dict(path=added, mode=None, text=None)]), f)
+    systemd = Systemd(**{"sglang.service": dict(UnitFileState="disabled", ActiveState="failed")})
+    plan = dict(_rollback_plan_in(state), previous=kept)
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    assert outcome["error"] is None, outcome
+    assert [s["step"] for s in outcome["steps"]] == ["stop server", "verify zero", "release GPUs",
+                                                     "restore previous unit", "start unit"]
+    assert outcome["unit_started"] == "sglang.service" and outcome["previous_unit"] is True
+    assert "pid_started" not in outcome
+    assert open(unit_file).read() == "[Service]\nExecStart=/v/python -m sglang.launch_server\n"
+    assert open(env_file).read() == "GOOD=1\n" and stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
+    assert not os.path.exists(added) and not os.path.exists(kept)
+    assert systemd.calls[-4:] == [["daemon-reload"], ["enable", "sglang.service"], ["reset-failed", "sglang.service"],
+                                  ["start", "--no-block", "sglang.service"]]
+
+
 class StuckStopping(Systemd):
     """A unit whose start failed and whose server ignores SIGTERM (a real SGLang whose port was taken): systemd's stop
     sends SIGTERM and waits out TimeoutStopSec; only `systemctl kill --signal=SIGKILL` ends it."""
@@ -233,8 +265,12 @@ class StuckStopping(Systemd):
 def _rollback_plan(tmp_path):
     state = str(tmp_path / "state")
     os.makedirs(state)
+    return _rollback_plan_in(state)
+
+
+def _rollback_plan_in(state):
     return dict(id="r2", action="rollback", target="capture", port=free_port(), unit="sglang.service", unit_name="sglang",
-                state_dir=state, drain=60.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+                state_dir=state, drain=60.0, release_strays=False, devices=[os.path.join(state, "nvidia*")])
 
 
 def test_a_unit_that_never_served_is_killed_after_a_short_grace_and_the_step_says_so(tmp_path, monkeypatch):
