@@ -57,7 +57,8 @@ def test_the_captured_command_serves_and_the_rollback_is_recorded(server, tmp_pa
     record = json.loads((tmp_path / "30000" / "last.json").read_text())
     assert record == dict(host="h", port=30000, failure="unit failed", time=1796058514.5, action="rollback",
                           rollback_steps=STEPS, rollback_downtime_sec=0.21, pid_started=p.pid,
-                          ready_after_sec=result["ready_after"], units_restored=None, unit_started=None)
+                          ready_after_sec=result["ready_after"], units_restored=None, unit_started=None,
+                          previous_unit=False)
     assert (tmp_path / "30000" / "rollback-20261130T170834Z.json").exists()
     assert "# Rollback of port 30000 on h" in (tmp_path / "30000" / "last.md").read_text()
     assert sorted(result["record_written"]) == sorted(str(tmp_path / "30000" / n) for n in (
