@@ -449,7 +449,9 @@ def test_a_restart_that_changes_the_unit_keeps_its_files_as_they_served_for_its_
     mgr.units = [{"unit": "sglang.service", "action": "rewrite"}]  # the operator's own file: units.json's to put back
     mgr.keep_previous("r2")
     assert not (state / "previous-unit.json").exists() and mgr.previous_unit("r1") is None
+    mgr.units = []
     mgr.keep_previous("r1")
-    mgr.units, mgr.action = [], "switch"
+    assert mgr.previous_unit("r1") == str(state / "previous-unit.json")
+    mgr.action = "switch"  # a later switch of another kind: the kept copy is no longer anyone's way back
     mgr.keep_previous("r3")
     assert not (state / "previous-unit.json").exists()
