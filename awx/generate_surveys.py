@@ -56,6 +56,7 @@ QUESTIONS = {
     "cutover_hook_before_stop": "Which task file takes the host out of the load balancer?",
     "cutover_hook_after_serving": "Which task file puts the host back into the load balancer?",
     "cutover_metrics_dir": "Which folder does the Prometheus node exporter's textfile collector read (blank: no metrics file)?",
+    "cutover_record_history": "How many records (cutovers, rollbacks, adoptions) should each port's history keep?",
 }
 
 TEMPLATES = {

@@ -22,7 +22,7 @@ STRINGS = ("cutover_working_directory", "cutover_user", "cutover_group", "cutove
 LISTS = ("cutover_command", "cutover_extra_args")
 # name: the least value
 NUMBERS = (("cutover_drain_sec", 0), ("cutover_timeout_start_sec", 1), ("cutover_prewarm_budget_sec", 0),
-           ("cutover_prewarm_margin_gib", 0), ("cutover_bench_max_slowdown_pct", 0))
+           ("cutover_prewarm_margin_gib", 0), ("cutover_bench_max_slowdown_pct", 0), ("cutover_record_history", 1))
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*\Z"
 # What one entry of cutover_ports may hold, and the role's variable each sets.
 SERVER_KEYS = ("port", "unit_name", "command", "extra_args", "environment", "working_directory", "user", "group")

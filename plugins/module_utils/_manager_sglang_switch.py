@@ -29,6 +29,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._server import (
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     launch as _switch_launch, lock as _switch_lock, outcome as _switch_outcome, preflight as _preflight,
     record as _record)
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.record import HISTORY_KEEP
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import (
     LAUNCHING, Actions, Kinds, OutcomeStates, Owners, Targets)
 
@@ -78,6 +79,9 @@ class SglangSwitch(Base):
         # word of it (a "30000" anywhere in the result)
         self.module.no_log_values.update(self.redact.secrets_of(self.command, {}))
         self.back = p["target"] == Targets.CAPTURE
+        history = (p["record"] or {}).get("history", HISTORY_KEEP)
+        if history < 1:
+            self.fail("record.history keeps at least 1 record, not %d" % history)
         try:
             self.capture = _capture.capture_file(self.state_dir, p["capture"]) if p["capture"] else None
         except ValueError as e:
@@ -477,6 +481,11 @@ class SglangSwitch(Base):
                 return
             result["record_written"] = [f.path for f in files if f.differs]
             self.write_files(files, **result)
+            if given["dir"]:
+                try:
+                    result["record_removed"] = _record.tidy(given["dir"], given.get("history") or HISTORY_KEEP)
+                except (OSError, ValueError) as e:
+                    self.module.warn("the record is written, but its history could not be cut: %s" % e)
             claim.done(result["record_written"])
 
     def taking(self, action):

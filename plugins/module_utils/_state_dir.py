@@ -13,8 +13,9 @@
                            (_switch/launch.py)
   units.json, units/PATH   the units that could serve the port, as they were before a takeover, and their files'
                            backups (_server/port_units.py)
-  last.json, last.md, KIND-YYYYmmddTHHMMSSZ.json
-                           the record of a cutover, a rollback or an adoption (_switch/record.py)
+  last.json, last.md       the record of the last cutover, rollback or adoption (_switch/record.py)
+  history/YYYYmmddTHHMMSSZ-KIND.json
+                           each record as it was written, the last ones kept (_switch/record.py)
 
 The cutover role keeps the boot launchers' backups beside them, in boot-launchers/.
 
@@ -32,6 +33,7 @@ OUTCOME = "switch.json"
 UNITS = "units.json"
 PREVIOUS = "previous-unit.json"  # the unit's files as they served before a restart that changed them
 BACKUPS = "units"
+HISTORY = "history"
 _PLAN = ("switch-plan-", ".json")
 _RUNTIME = ("switch-runtime-", ".zip")
 RUNTIME_TEMP = (".switch-runtime-", ".tmp")  # the payload's copy while it is written (tempfile's prefix and suffix)
@@ -94,5 +96,11 @@ def backup(port_dir, path):
 
 
 def records(record_dir, kind, stamp):
-    """The record's files: last.json, KIND-STAMP.json (the run's own) and last.md."""
-    return [os.path.join(record_dir, name) for name in ("last.json", "%s-%s.json" % (kind, stamp), "last.md")]
+    """The record's files: last.json, history/STAMP-KIND.json (the run's own) and last.md."""
+    return [os.path.join(record_dir, "last.json"), os.path.join(history(record_dir), "%s-%s.json" % (stamp, kind)),
+            os.path.join(record_dir, "last.md")]
+
+
+def history(record_dir):
+    """The folder of the records as each was written."""
+    return os.path.join(record_dir, HISTORY)

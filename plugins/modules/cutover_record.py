@@ -13,8 +13,10 @@ module: cutover_record
 short_description: Keep the record of a cutover or a rollback on the host
 version_added: 0.2.0
 description:
-  - Writes the record as JSON to C(last.json) and to C(KIND-YYYYmmddTHHMMSSZ.json) (the record's time, UTC), and
-    as markdown to C(last.md), in the port's state folder; mode 0640, owned by root, the folder 0700.
+  - Writes the record as JSON to C(last.json) and to C(history/YYYYmmddTHHMMSSZ-KIND.json) (the record's time,
+    UTC), and as markdown to C(last.md), in the port's state folder; mode 0640, owned by root, the folders 0700.
+  - Once written, the history keeps the newest O(history) records and removes older ones. Records that release 0.2.0
+    kept beside C(last.json) (C(KIND-YYYYmmddTHHMMSSZ.json)) move into C(history/).
   - A file is written only when it differs, in one call. M(inferops.sglang.sglang_switch) keeps the same record
     itself when asked; the P(inferops.sglang.cutover#role) role uses this module when a throughput gate comes
     between the switch and the record.
@@ -35,6 +37,11 @@ options:
     type: str
     choices: [cutover, rollback, adopt]
     default: cutover
+  history:
+    description: How many records C(history/) keeps, the newest; at least 1.
+    type: int
+    default: 20
+    version_added: 0.3.0
 attributes:
   check_mode:
     support: full
@@ -53,6 +60,7 @@ EXAMPLES = r"""
   inferops.sglang.cutover_record:
     dir: /var/lib/inferops/cutover/30000
     record: {time: 1764500000.5, host: gpu-01, port: 30000, action: switch}
+    history: 50
 """
 
 RETURN = r"""
@@ -61,13 +69,21 @@ files:
   returned: always
   type: list
   elements: str
-  sample: [/var/lib/inferops/cutover/30000/last.json, /var/lib/inferops/cutover/30000/cutover-20261130T101500Z.json]
+  sample: [/var/lib/inferops/cutover/30000/last.json,
+           /var/lib/inferops/cutover/30000/history/20261130T101500Z-cutover.json]
 written:
   description: The files that differed (and were written, outside check mode).
   returned: always
   type: list
   elements: str
   sample: [/var/lib/inferops/cutover/30000/last.json]
+removed:
+  description: The oldest records that the history no longer keeps (removed, outside check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/var/lib/inferops/cutover/30000/history/20261101T101500Z-cutover.json]
+  version_added: 0.3.0
 report:
   description: The record as markdown (C(last.md)).
   returned: always
@@ -76,7 +92,7 @@ report:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_cutover_record import CutoverRecord
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_cutover_record import HISTORY_KEEP, CutoverRecord
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import KINDS, Kinds
 
 
@@ -86,6 +102,7 @@ def main():
             dir=dict(type="path", required=True),
             record=dict(type="dict", required=True),
             kind=dict(type="str", choices=list(KINDS), default=Kinds.CUTOVER),
+            history=dict(type="int", default=HISTORY_KEEP),
         ),
         supports_check_mode=True,
     )

@@ -48,8 +48,9 @@ description:
     the failure says RV(wait_failed) - the switch itself completed.
   - With O(record), once the server serves, the record of the switch (O(record.data) completed with the steps, the
     downtime, the load time, the model, the preflight's family and GPUs, the stage times) is written to the port's
-    state folder O(state_dir)/PORT/ as C(last.json), C(KIND-YYYYmmddTHHMMSSZ.json) and C(last.md) (mode 0640, the
-    folder 0700); the same files as M(inferops.sglang.cutover_record) writes. The record is the host's switch's - whichever run reports
+    state folder O(state_dir)/PORT/ as C(last.json), C(history/YYYYmmddTHHMMSSZ-KIND.json) and C(last.md) (mode
+    0640, the folders 0700), the newest O(record.history) records kept in C(history/); the same files as
+    M(inferops.sglang.cutover_record) writes. The record is the host's switch's - whichever run reports
     the switch first keeps it (the run that switched, one that joined it, or a rerun after the controller was
     interrupted, which finds the switch finished without its record and keeps it with the switch's own timings).
   - With O(install), the unit, its environment file and its readiness gate are compared and verified first (with
@@ -172,6 +173,11 @@ options:
           is only returned.
         type: bool
         default: true
+      history:
+        description: How many records the state folder's C(history/) keeps, the newest; at least 1.
+        type: int
+        default: 20
+        version_added: 0.3.0
 attributes:
   check_mode:
     support: full
@@ -360,10 +366,17 @@ record_written:
   type: list
   elements: str
   sample: [/var/lib/inferops/cutover/30000/last.json]
+record_removed:
+  description: The oldest records that the history no longer keeps, removed once the record was written.
+  returned: with O(record), when the server served and the record was written
+  type: list
+  elements: str
+  sample: [/var/lib/inferops/cutover/30000/history/20261101T101500Z-cutover.json]
+  version_added: 0.3.0
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import HISTORY_KEEP, SglangSwitch
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import (
     HANDOVER_SPEC, REDACT_SPEC, TAKEOVER_SPEC, UNIT_FILES_SPEC, WAIT_SPEC)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Targets
@@ -387,6 +400,7 @@ def main():
             record=dict(type="dict", options=dict(
                 data=dict(type="dict", required=True),
                 write=dict(type="bool", default=True),
+                history=dict(type="int", default=HISTORY_KEEP),
             )),
             **dict(REDACT_SPEC, **HANDOVER_SPEC)
         ),

@@ -42,7 +42,7 @@ def playbook_run():
 
 
 def records():
-    return sorted(on_host("ls %s | grep '^cutover-' || true" % STATE).stdout.split())
+    return sorted(on_host("ls %s/history 2>/dev/null | grep -- '-cutover.json$' || true" % STATE).stdout.split())
 
 
 out = {"killed_while_switching": False, "records_before": records()}

@@ -101,10 +101,10 @@ def test_f5_f6_crash_during_load_or_never_ready_rolled_back(host):
 
 @pytest.mark.hosts("f6c")
 def test_f6c_port_taken_while_loading_fails_at_once_and_is_rolled_back(host):
-    """Another program took the port while the new server loaded: the switch's wait and the unit's gate failed at once
-    naming it (not TimeoutStartSec: how long the rollback then took depends on how busy the host is, and the unit
-    restarts, still activating, until the rollback stops it); a SIGKILL of the stuck unit's cgroup, when the rollback
-    made one, says so. The captured command serves again."""
+    """Another program took the port while the new server loaded, and held it until the rollback had stopped the unit:
+    the switch's wait and the unit's gate failed at once naming it (not TimeoutStartSec); the unit, restarted or not
+    meanwhile, never served, so the rollback's stop gave it a short grace, not the drain budget nor TimeoutStopSec; a
+    SIGKILL of the stuck unit's cgroup, when the rollback made one, says so. The captured command serves again."""
     back_on_the_captured_command(host)
     held = json.loads(host.file("/root/squatter.json").content_string)
     assert held["bound"] < held["let_go"], held
@@ -114,9 +114,8 @@ def test_f6c_port_taken_while_loading_fails_at_once_and_is_rolled_back(host):
     journal = host.check_output("journalctl -u %s --no-pager -o cat" % UNIT)
     assert "port 30000 is held by pid" in journal and "a process outside this unit: the server cannot bind it" in journal
     stop = record["rollback_steps"][0]
-    assert stop["step"] == "stop server" and stop["unit"] == UNIT, stop
-    # never systemd's own stop, which waits TimeoutStopSec for a server that ignores SIGTERM (never served) or lives
-    # on for its warm-up (active moments ago, once the program let the port go and a restart bound it)
+    assert stop["step"] == "stop server" and stop["unit"] == UNIT and not stop.get("served"), stop
+    # never systemd's own stop, which waits TimeoutStopSec for a server that ignores SIGTERM
     unit = host.file("/etc/systemd/system/" + UNIT).content_string
     timeout_stop = int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.M).group(1))
     assert stop["seconds"] < timeout_stop - 30, (timeout_stop, stop)
@@ -162,10 +161,10 @@ def test_unit_from_variables_alone(host):
 
 
 def records(host, kind):
-    """The port's records of a kind, oldest first (KIND-STAMP.json)."""
-    names = sorted(host.check_output("ls %s" % STATE).split())
-    return [json.loads(host.file("%s/%s" % (STATE, n)).content_string) for n in names
-            if n.startswith(kind + "-") and n.endswith(".json")]
+    """The port's records of a kind, oldest first (history/STAMP-KIND.json)."""
+    names = sorted(host.check_output("ls %s/history" % STATE).split())
+    return [json.loads(host.file("%s/history/%s" % (STATE, n)).content_string) for n in names
+            if n.endswith("-%s.json" % kind)]
 
 
 @pytest.mark.hosts("f2")

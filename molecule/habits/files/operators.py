@@ -89,7 +89,7 @@ elif what == "bad_flag":
                unit_absent=on_host("test -e /etc/systemd/system/sglang-30000.service && echo present").strip() == "")
 elif what == "together":
     ports = [int(x) for x in args]
-    before = dict((port, on_host("ls %s/%d 2>/dev/null | grep '^cutover-' || true" % (STATE, port)).split()) for port in set(ports))
+    before = dict((port, on_host("ls %s/%d/history 2>/dev/null | grep -- '-cutover.json$' || true" % (STATE, port)).split()) for port in set(ports))
     go = time.time() + 2
     runs = [subprocess.Popen([sys.executable, "-c", "import os, sys, time\nwhile time.time() < %r: pass\nos.execvp(sys.argv[1], sys.argv[1:])" % go]
                              + playbook_cmd("-e", json.dumps({"cutover_port": port})), stdout=subprocess.PIPE,
@@ -99,7 +99,7 @@ elif what == "together":
                     for r, o, port in zip(runs, outs, ports)], "ports": {}}
     for port in set(ports):
         outcome = json.loads(on_host("cat %s/%d/switch.json" % (STATE, port)) or "{}")
-        after = on_host("ls %s/%d | grep '^cutover-' || true" % (STATE, port)).split()
+        after = on_host("ls %s/%d/history | grep -- '-cutover.json$' || true" % (STATE, port)).split()
         res["ports"][str(port)] = dict(
             new_records=len(set(after) - set(before[port])), error=outcome.get("error"),
             plans=len(on_host("ls %s/%d | grep '^switch-plan-' || true" % (STATE, port)).split()),

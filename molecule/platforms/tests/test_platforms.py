@@ -32,14 +32,11 @@ def test_the_release_its_systemd_and_python(host):
 
 
 def test_the_crashing_cutover_was_rolled_back_before_the_cutover(host):
-    runs = sorted(host.check_output("ls %s" % STATE).split())
-    rollbacks = [r for r in runs if r.startswith("rollback-") and r.endswith(".json")]
-    cutovers = [r for r in runs if r.startswith("cutover-") and r.endswith(".json")]
-    assert len(rollbacks) == 1 and len(cutovers) == 1, runs
-    rollback = json.loads(host.file("%s/%s" % (STATE, rollbacks[0])).content_string)
+    runs = sorted(host.check_output("ls %s/history" % STATE).split())  # STAMP-KIND.json, oldest first
+    assert [r.split("-", 1)[1] for r in runs] == ["rollback.json", "cutover.json"], runs  # the rollback came first
+    rollback = json.loads(host.file("%s/history/%s" % (STATE, runs[0])).content_string)
     assert rollback["action"] == "rollback"
     assert [s["step"] for s in rollback["rollback_steps"]][:2] == ["stop server", "verify zero"]
-    assert rollbacks[0][len("rollback-"):] < cutovers[0][len("cutover-"):]  # the stamps: the rollback came first
 
 
 def test_the_unit_is_written_for_this_systemd_verified_and_runs_the_gate_on_the_servers_python(host):

@@ -2,8 +2,9 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The record of a cutover or a rollback in the port's state folder: last.json, one JSON file per run named after its
-time, and last.md (the same for people). Written by sglang_switch once the service serves, or by cutover_record."""
+"""The record of a cutover or a rollback in the port's state folder: last.json, last.md (the same for people), and
+each run's own in history/, named after its time, the last HISTORY_KEEP (or as many as asked) kept. Written by
+sglang_switch once the service serves, or by cutover_record."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,11 +12,17 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File
-from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Actions, Kinds
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import KINDS, Actions, Kinds
+
+HISTORY_KEEP = 20  # records kept in history/, the newest
+_STAMP = r"\d{8}T\d{6}Z"
+_KEPT = re.compile(r"^(%s)-(%s)\.json$" % (_STAMP, "|".join(KINDS)))
+_EARLIER = re.compile(r"^(%s)-(%s)\.json$" % ("|".join(KINDS), _STAMP))  # 0.2.0's, beside last.json
 
 
 def began(record):
@@ -38,6 +45,51 @@ def files(folder, kind, record):
             for path, text in zip(_state_dir.records(folder, kind, stamp), texts)]
 
 
+def _history(folder, keep, new=()):
+    """The history as it stands (the names in history/, an earlier release's KIND-STAMP.json beside last.json under the
+    name it gets there, and the new ones), each name with the path it has now, and the names beyond the newest keep."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError("the history keeps at least 1 record, not %r" % (keep,))
+    kept = _state_dir.history(folder)
+    names = dict((name, os.path.join(kept, name)) for name in _listdir(kept) if _KEPT.match(name))
+    for name in _listdir(folder):
+        earlier = _EARLIER.match(name)
+        if earlier:
+            names["%s-%s.json" % (earlier.group(2), earlier.group(1))] = os.path.join(folder, name)
+    names.update((os.path.basename(path), path) for path in new)
+    runs = sorted(names)
+    return names, runs[:max(0, len(runs) - keep)]
+
+
+def _listdir(folder):
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def cut(folder, keep, files):
+    """The records the history would no longer keep once files (files()'s) are written: what check mode reports."""
+    stale = _history(folder, keep, [f.path for f in files if os.path.dirname(f.path) == _state_dir.history(folder)])[1]
+    return [os.path.join(_state_dir.history(folder), name) for name in stale]
+
+
+def tidy(folder, keep):
+    """Once a record was written: the history cut to its newest `keep` records, an earlier release's records moved
+    into history/ first. Only in folders of the writer's own. Returns the paths removed."""
+    kept = _state_dir.history(folder)
+    if not os.path.isdir(kept) or os.lstat(folder).st_uid != os.geteuid() or os.lstat(kept).st_uid != os.geteuid():
+        return []
+    names, stale = _history(folder, keep)
+    for name, path in names.items():
+        if os.path.dirname(path) != kept:
+            os.rename(path, os.path.join(kept, name))
+    removed = [os.path.join(kept, name) for name in stale]
+    for path in removed:
+        os.unlink(path)
+    return removed
+
+
 UNIT_KEYS = ("unit", "action", "files", "backups", "before", "serves", "changed")
 
 
@@ -49,7 +101,8 @@ def switch_plan(given, port_dir, insp, version, installed, units=()):
     a rerun after an interruption). None when no record is asked for."""
     if not given:
         return None
-    rec = dict(dir=port_dir if given["write"] else None, data=given["data"], family=[x["pid"] for x in insp["family"]],
+    rec = dict(dir=port_dir if given["write"] else None, history=given.get("history") or HISTORY_KEEP,
+               data=given["data"], family=[x["pid"] for x in insp["family"]],
                gpus=insp.get("gpus"), sglang_version=version, installed=None,
                units=[dict((k, u.get(k)) for k in UNIT_KEYS) for u in units])
     if installed:

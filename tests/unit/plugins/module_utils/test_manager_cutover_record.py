@@ -11,13 +11,13 @@ from .conftest import Exited, Failed, FakeModule
 ROLLBACK = {"time": 1796058514.5, "host": "gpu-01", "port": 30000, "unit": "sglang-30000.service", "action": "rollback",
             "failure": "unit failed", "pid_started": 5120, "ready_after_sec": 3.2, "rollback_downtime_sec": 0.4,
             "rollback_steps": [{"step": "stop server", "seconds": 0.3}]}
-NAMES = ["last.json", "rollback-20261130T170834Z.json", "last.md"]
+NAMES = ["last.json", "history/20261130T170834Z-rollback.json", "last.md"]
 
 
 class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    defaults = dict(kind="rollback", record=ROLLBACK)
+    defaults = dict(kind="rollback", record=ROLLBACK, history=20)
 
 
 def result_of(module):
@@ -33,7 +33,7 @@ def test_the_record_is_written_once_then_kept(tmp_path):
     assert r["changed"] and r["files"] == paths and r["written"] == paths
     assert r["report"].startswith("# Rollback of port 30000 on gpu-01\n") and "- why: unit failed" in r["report"]
     assert json.loads((folder / "last.json").read_text()) == ROLLBACK
-    assert (folder / "rollback-20261130T170834Z.json").read_text() == (folder / "last.json").read_text()
+    assert (folder / NAMES[1]).read_text() == (folder / "last.json").read_text()
     assert (folder / "last.md").read_text() == r["report"]
     assert oct(folder.stat().st_mode & 0o777) == "0o700" and oct((folder / "last.md").stat().st_mode & 0o777) == "0o640"
     again = result_of(Module(dir=str(folder)))
@@ -46,7 +46,7 @@ def test_the_record_is_written_once_then_kept(tmp_path):
 def test_check_mode_says_what_it_would_write_and_writes_nothing(tmp_path):
     folder = tmp_path / "30000"
     r = result_of(Module(check_mode=True, dir=str(folder), kind="cutover"))
-    assert r["changed"] and r["written"] == [str(folder / n) for n in ("last.json", "cutover-20261130T170834Z.json", "last.md")]
+    assert r["changed"] and r["written"] == [str(folder / n) for n in ("last.json", "history/20261130T170834Z-cutover.json", "last.md")]
     assert not folder.exists()
 
 
@@ -77,3 +77,27 @@ def test_a_folder_that_cannot_be_made_fails_with_the_file_and_why(tmp_path):
     msg = e.value.args[0]["msg"]
     assert msg.startswith("could not write %s: " % (tmp_path / "state" / "30000" / "last.json")) and "Not a directory" in msg
     assert (tmp_path / "state").read_text() == "a file where the folder should be\n"
+
+
+def test_the_history_keeps_the_newest_records_and_takes_in_the_earlier_releases(tmp_path):
+    """Each run's record in history/, the newest `history` kept; one that 0.2.0 kept beside last.json moves there
+    (and counts). Check mode names what would go and removes nothing."""
+    folder = tmp_path / "30000"
+    folder.mkdir(mode=0o700)
+    (folder / "cutover-20261101T000000Z.json").write_text("{}\n")  # 0.2.0's
+    for day in (2, 3):
+        result_of(Module(dir=str(folder), record=dict(ROLLBACK, time=ROLLBACK["time"] - 86400 * (30 - day))))
+    history = folder / "history"
+    assert sorted(os.listdir(str(history))) == ["20261101T000000Z-cutover.json", "20261102T170834Z-rollback.json",
+                                                "20261103T170834Z-rollback.json"]
+    assert not (folder / "cutover-20261101T000000Z.json").exists()
+    look = result_of(Module(dir=str(folder), history=2, check_mode=True))
+    assert look["changed"] and look["removed"] == [str(history / "20261101T000000Z-cutover.json"),
+                                                   str(history / "20261102T170834Z-rollback.json")]
+    assert len(os.listdir(str(history))) == 3
+    r = result_of(Module(dir=str(folder), history=2))
+    assert r["removed"] == look["removed"] and sorted(os.listdir(str(history))) == [
+        "20261103T170834Z-rollback.json", "20261130T170834Z-rollback.json"]
+    again = result_of(Module(dir=str(folder), history=2))
+    assert not again["changed"] and again["removed"] == []
+    assert oct(history.stat().st_mode & 0o777) == "0o700"

@@ -59,10 +59,11 @@ def test_the_captured_command_serves_and_the_rollback_is_recorded(server, tmp_pa
                           rollback_steps=STEPS, rollback_downtime_sec=0.21, pid_started=p.pid,
                           ready_after_sec=result["ready_after"], units_restored=None, unit_started=None,
                           previous_unit=False)
-    assert (tmp_path / "30000" / "rollback-20261130T170834Z.json").exists()
+    assert (tmp_path / "30000" / "history" / "20261130T170834Z-rollback.json").exists()
     assert "# Rollback of port 30000 on h" in (tmp_path / "30000" / "last.md").read_text()
     assert sorted(result["record_written"]) == sorted(str(tmp_path / "30000" / n) for n in (
-        "last.json", "last.md", "rollback-20261130T170834Z.json"))
+        "last.json", "last.md", "history/20261130T170834Z-rollback.json"))
+    assert result["record_removed"] == []
 
 
 def test_what_the_switch_started_dies_and_the_failure_says_so_with_the_steps_and_its_log(tmp_path):
@@ -99,7 +100,7 @@ def test_the_cutover_record_is_completed_on_the_host(tmp_path):
     assert rec["downtime_until_ready_sec"] == 11.3 and rec["load_sec"] == 11.0 and rec["model"] == "m"
     unit = (rec["unit_path"], rec["unit_checksum"], rec["environment_names"])
     assert unit == ("/etc/systemd/system/s.service", "ab", ["A"])
-    assert result["report"].startswith("# Cutover of port 30000 on h") and (tmp_path / "cutover-20261130T170834Z.json").exists()
+    assert result["report"].startswith("# Cutover of port 30000 on h") and (tmp_path / "history" / "20261130T170834Z-cutover.json").exists()
 
 
 def test_the_record_of_a_switch_is_kept_once_by_whichever_run_reports_it_first(tmp_path):
@@ -224,7 +225,7 @@ def test_a_rerun_keeps_the_record_its_interrupted_run_did_not(tmp_path):
     last = json.loads((tmp_path / "rec" / "last.json").read_text())
     assert last["host"] == "h" and last["steps"] == steps and last["downtime_switch_sec"] == 3.2
     assert last["load_sec"] == 2.5 and last["downtime_until_ready_sec"] == 5.7 and last["time"] == 1796058514.5
-    assert last["old"] == {"family": [7, 8]} and (tmp_path / "rec" / "cutover-20261130T170834Z.json").exists()
+    assert last["old"] == {"family": [7, 8]} and (tmp_path / "rec" / "history" / "20261130T170834Z-cutover.json").exists()
 
 
 FAKE_SYSTEMCTL = """#!/bin/sh

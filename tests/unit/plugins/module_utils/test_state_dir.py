@@ -18,7 +18,7 @@ def test_every_path_is_in_the_ports_folder():
              _state_dir.backup(folder, "/etc/systemd/system/x.service")] + _state_dir.records(folder, "cutover", "S")
     assert [os.path.relpath(p, folder) for p in paths] == [
         "capture.json", "switch.lock", "switch.json", "switch-plan-1-2.json", "switch-runtime-1-2.zip", "units.json",
-        "units/etc/systemd/system/x.service", "last.json", "cutover-S.json", "last.md"]
+        "units/etc/systemd/system/x.service", "last.json", "history/S-cutover.json", "last.md"]
     assert _state_dir.backup(folder, "/etc/../etc/x.service") == folder + "/units/etc/x.service"
 
 

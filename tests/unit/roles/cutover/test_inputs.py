@@ -85,6 +85,7 @@ CASES = {
     "prewarm_negative": ({"cutover_prewarm_budget_sec": "-5"}, "cutover_prewarm_budget_sec -5: a whole number >= 0"),
     "slowdown_negative": ({"cutover_bench_max_slowdown_pct": "-3"},
                           "cutover_bench_max_slowdown_pct -3: a whole number >= 0"),
+    "history_zero": ({"cutover_record_history": "0"}, "cutover_record_history 0: a whole number >= 1"),
     "user_null": ({"cutover_user": None}, 'cutover_user is blank ("" or null)'),
     "hook_null": ({"cutover_hook_before_stop": None}, 'cutover_hook_before_stop is blank ("" or null)'),
     "mode_choice": ({"cutover_mode": "swap"}, "cutover_mode"),

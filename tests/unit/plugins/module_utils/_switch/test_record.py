@@ -1,5 +1,6 @@
 """The record of a cutover or a rollback: its files and its markdown."""
 import json
+import os
 
 import pytest
 
@@ -21,7 +22,8 @@ CUTOVER = {
 
 def test_the_files_are_last_json_a_stamped_copy_and_last_md(tmp_path):
     files = _record.files(str(tmp_path / "30000"), "cutover", CUTOVER)
-    assert [f.path.rsplit("/", 1)[1] for f in files] == ["last.json", "cutover-20261130T170834Z.json", "last.md"]
+    assert [os.path.relpath(f.path, str(tmp_path / "30000")) for f in files] == [
+        "last.json", "history/20261130T170834Z-cutover.json", "last.md"]
     for f in files:
         f.write()
     assert json.loads((tmp_path / "30000" / "last.json").read_text()) == CUTOVER
@@ -80,8 +82,31 @@ def test_the_report_says_how_much_of_the_model_the_page_cache_held():
 @pytest.mark.parametrize("write, where", [(True, "/var/lib/inferops/cutover/30000"), (False, None)])
 def test_the_record_of_a_switch_goes_to_the_ports_state_folder_unless_only_returned(write, where):
     insp = dict(family=[dict(pid=7), dict(pid=8)], gpus=[0])
-    plan = _record.switch_plan(dict(write=write, data={"host": "h"}), "/var/lib/inferops/cutover/30000", insp,
-                               "0.5.9", None)
+    plan = _record.switch_plan(dict(write=write, data={"host": "h"}, history=5), "/var/lib/inferops/cutover/30000",
+                               insp, "0.5.9", None)
     assert plan == dict(dir=where, data={"host": "h"}, family=[7, 8], gpus=[0], sglang_version="0.5.9",
-                        installed=None, units=[])
+                        installed=None, units=[], history=5)
     assert _record.switch_plan(None, "/var/lib/inferops/cutover/30000", insp, "0.5.9", None) is None
+
+
+def test_the_history_is_cut_to_the_newest_in_a_folder_of_the_writers_own(tmp_path):
+    folder = tmp_path / "30000"
+    for stamp in ("20261101T000000Z", "20261102T000000Z", "20261103T000000Z"):
+        for f in _record.files(str(folder), "cutover", dict(CUTOVER, time=_stamp_time(stamp))):
+            f.write()
+    assert _record.cut(str(folder), 3, []) == []
+    new = _record.files(str(folder), "rollback", dict(CUTOVER, time=_stamp_time("20261104T000000Z")))
+    assert _record.cut(str(folder), 3, new) == [str(folder / "history" / "20261101T000000Z-cutover.json")]
+    gone = ("20261101T000000Z-cutover.json", "20261102T000000Z-cutover.json")
+    assert _record.tidy(str(folder), 1) == [str(folder / "history" / n) for n in gone]
+    assert os.listdir(str(folder / "history")) == ["20261103T000000Z-cutover.json"]
+    for keep in (0, -1, True, "3"):
+        with pytest.raises(ValueError, match="the history keeps at least 1 record, not"):
+            _record.cut(str(folder), keep, [])
+    assert _record.tidy(str(tmp_path / "none"), 1) == []
+
+
+def _stamp_time(stamp):
+    import calendar
+    import time
+    return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
