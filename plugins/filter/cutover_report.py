@@ -7,10 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_plan_lines.yml, cutover_bench_gate.yml, cutover_summary.yml and cutover_progress.yml beside
-# this file.
+# Documented in cutover_plan_lines.yml, cutover_bench_gate.yml, cutover_summary.yml, cutover_progress.yml and
+# cutover_prewarm_progress.yml beside this file.
 
 import re
+
+from ansible_collections.inferops.sglang.plugins.module_utils._host.progress import last
+from ansible_collections.inferops.sglang.plugins.module_utils._server.model_files import size
 
 # What SGLang's log says once the model is loaded and the HTTP server warms up, and once it is ready.
 _WARMUP = re.compile(r"warm.?up|Uvicorn running|Application startup complete", re.I)
@@ -82,7 +85,20 @@ def cutover_progress(outcome, elapsed, log_line="", secrets=None):
     return "%s, %d s%s" % (phase, int(elapsed), (": " + line[:200]) if line and outcome.get("started_at") else "")
 
 
+def cutover_prewarm_progress(text, elapsed):
+    """One progress line of the page-cache warm while it runs, from its progress file's text (the last whole line):
+    the seconds since the warm's call began, what was read of what it plans to read."""
+    done = last(text)
+    try:
+        read, planned = int(done.get("read") or 0), int(done.get("planned") or 0)
+    except (TypeError, ValueError):
+        read = planned = 0
+    line = "warming the page cache, %d s" % int(elapsed)
+    return line + (": %s of %s read" % (size(read), size(planned)) if planned else ": starting")
+
+
 class FilterModule(object):
     def filters(self):
         return {"cutover_plan_lines": cutover_plan_lines, "cutover_bench_gate": cutover_bench_gate,
-                "cutover_summary": cutover_summary, "cutover_progress": cutover_progress}
+                "cutover_summary": cutover_summary, "cutover_progress": cutover_progress,
+                "cutover_prewarm_progress": cutover_prewarm_progress}

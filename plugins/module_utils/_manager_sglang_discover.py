@@ -110,7 +110,8 @@ class SglangDiscover(Base):
 
     def model_files(self, cap, warm):
         """The weight files of the captured command, how much of them the page cache holds, and the warm's result
-        (with prewarm=auto, outside check mode, when warm is true), or None without a capture: each found, measured
+        (with prewarm=auto, outside check mode, when warm is true; with prewarm=plan, whether one is due), or None
+        without a capture: each found, measured
         and read by the captured user, in a child that became that user."""
         p = self.params
         if not cap or not cap.get("argv"):
@@ -124,7 +125,8 @@ class SglangDiscover(Base):
         except OSError as e:
             return {"files": 0, "bytes": 0, "paths": [], "msg": "not measured as %s: %s" % (owner, e),
                     "summary": "model: not measured as %s" % owner}
-        m.update(resident=held["resident"], available=_pagecache.mem_available(), errors=held["errors"], warm=None)
+        m.update(resident=held["resident"], available=_pagecache.mem_available(), errors=held["errors"], warm=None,
+                 warm_due=False)
         if p["prewarm"] == "off" or not m["files"]:
             pass
         elif self.module.check_mode:
@@ -133,6 +135,8 @@ class SglangDiscover(Base):
             m["warm_skipped"] = "the unit serves the port already"
         elif held["resident"] >= m["bytes"]:
             m["warm_skipped"] = "all resident"
+        elif p["prewarm"] == "plan":  # model_prewarm reads them, in a call of its own
+            m["warm_due"] = True
         else:
             try:
                 m["warm"] = owner.call(_pagecache.warm, m["paths"], int(p["prewarm_margin_gib"] * _pagecache.GIB),

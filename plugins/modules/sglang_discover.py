@@ -54,11 +54,14 @@ options:
     description:
       - V(auto) reads the weight files' pages the page cache lacks (in order, with several readers and
         C(posix_fadvise) hints), unless O(unit) serves the port already or the check mode is on; V(off) only measures.
+      - V(plan) reads nothing and says whether V(auto) would have (RV(model_files)'s C(warm_due)), for
+        M(inferops.sglang.model_prewarm) to read them in a call of its own, one that can run under C(async) and say
+        how far it got (new in 0.3.0).
       - Never more than C(MemAvailable) minus O(prewarm_margin_gib) minus what of the files is resident already, and
         nothing after O(prewarm_budget) seconds. Its progress goes to the host's log; an error is reported in
         RV(model_files), never a failure.
     type: str
-    choices: [auto, "off"]
+    choices: [auto, "off", plan]
     default: "off"
   prewarm_budget:
     description: Seconds the warm may take (this call waits for it).
@@ -256,12 +259,13 @@ model_files:
     - The captured command's weight files (C(paths), how many C(files), their C(bytes)), how much of them the page
       cache held (C(resident)), C(MemAvailable) (C(available)), both before any warm; the warm's result or null
       (C(read) bytes, C(seconds), C(readers), C(resident_after), C(allowance), C(stopped) by C(memory) or
-      C(budget), C(errors)) or why there was none (C(warm_skipped)); and the C(summary) line. C(msg) says why no
+      C(budget), C(errors)) or why there was none (C(warm_skipped)); whether a warm is due (C(warm_due), with
+      O(prewarm=plan)); and the C(summary) line. C(msg) says why no
       files were found. Null without a capture.
   returned: always
   type: dict
   sample: {model: /models/llama, path: /models/llama, files: 30, bytes: 141107412992, resident: 57853939712,
-           available: 1099511627776, paths: [/models/llama/model-00001-of-00030.safetensors], errors: [],
+           available: 1099511627776, paths: [/models/llama/model-00001-of-00030.safetensors], errors: [], warm_due: false,
            warm: {read: 83253473280, seconds: 41.2, readers: 4, resident_before: 57853939712,
                   resident_after: 141107412992, available: 1099511627776, allowance: 1033069353984, stopped: null,
                   errors: []},
@@ -300,7 +304,7 @@ def main():
             PORT_SPEC,
             capture_path=dict(type="path"),
             unit=dict(type="str"),
-            prewarm=dict(type="str", choices=["auto", "off"], default="off"),
+            prewarm=dict(type="str", choices=["auto", "off", "plan"], default="off"),
             prewarm_budget=dict(type="int", default=600),
             prewarm_margin_gib=dict(type="int", default=8),
             **REDACT_SPEC

@@ -168,8 +168,9 @@ def test_the_record_says_how_much_of_the_model_the_page_cache_held_and_what_the_
         return
     size = V["model_bytes"]
     assert cache["files"] == 1 and cache["bytes"] == size and cache["resident"] < size  # the prepare evicted them
-    warm = cache["warm"]
+    warm = cache["warm"]  # model_prewarm's, under async: discovery itself only planned it
     assert warm["errors"] == [] and warm["stopped"] is None and warm["read"] >= size - cache["resident"]
+    assert not host.file(STATE + "/prewarm.jsonl").exists  # its progress file went with it
     assert warm["resident_before"] == cache["resident"] and warm["resident_after"] == size
     assert cache["summary"].startswith("model: 4.2 MB in 1 file, ") and "100 % resident after" in cache["summary"]
 

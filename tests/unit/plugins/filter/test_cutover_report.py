@@ -51,3 +51,12 @@ def test_progress_says_the_phase_the_seconds_and_the_log_with_the_key_masked():
     assert cutover_progress(started, 95, "The server is fired up and ready to roll!").startswith("verifying, 95 s")
     assert cutover_progress(started, 41, "server_args=ServerArgs(api_key='sk-1')", ["sk-1", None]) == (
         "loading, 41 s: server_args=ServerArgs(api_key='********')")
+
+
+def test_prewarm_progress_says_the_seconds_and_what_was_read_of_what_is_planned():
+    from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_prewarm_progress
+    assert cutover_prewarm_progress("", 2.5) == "warming the page cache, 2 s: starting"
+    text = '{"planned": 60000000000, "read": 1000, "seconds": 5.0}\n{"planned": 60000000000, "read": 14200000000}\n'
+    assert cutover_prewarm_progress(text, 45.9) == "warming the page cache, 45 s: 14 GB of 60 GB read"
+    assert cutover_prewarm_progress(text + '{"planned": 6', 46) == "warming the page cache, 46 s: 14 GB of 60 GB read"
+    assert cutover_prewarm_progress('{"planned": "x"}\n', 7) == "warming the page cache, 7 s: starting"

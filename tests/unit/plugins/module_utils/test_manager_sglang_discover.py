@@ -49,6 +49,14 @@ def test_check_mode_and_a_unit_serving_already_only_measure(cap, check_mode, war
     assert SglangDiscover(Module()).model_files(cap, warm=False)["resident"] < 16 * MIB  # nothing was read
 
 
+def test_plan_says_a_warm_is_due_and_reads_nothing(cap):
+    m = SglangDiscover(Module(prewarm="plan")).model_files(cap, warm=True)
+    assert m["warm"] is None and m["warm_due"] is True and m["resident"] < 16 * MIB
+    assert sorted(os.path.basename(p) for p in m["paths"]) == ["model-1.safetensors", "model-2.safetensors"]
+    assert SglangDiscover(Module()).model_files(cap, warm=False)["resident"] == m["resident"]  # nothing was read
+    assert SglangDiscover(Module(prewarm="plan")).model_files(cap, warm=False)["warm_due"] is False
+
+
 def test_off_only_measures_and_no_capture_is_none(cap):
     m = SglangDiscover(Module(prewarm="off")).model_files(cap, warm=True)
     assert m["warm"] is None and "warm_skipped" not in m and m["resident"] < 16 * MIB
