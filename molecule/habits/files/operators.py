@@ -45,9 +45,18 @@ def kept(name, text):
     """The output of a playbook run, kept where INFEROPS_HABITS_LOGS says (for a failure's reader)."""
     folder = os.environ.get("INFEROPS_HABITS_LOGS")
     if folder:
+        os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "%s-%s-%d.log" % (host, name, time.time() * 1000)), "w") as f:
             f.write(text)
     return re.sub(r"\x1b\[[0-9;]*m", "", text)  # molecule forces colours
+
+
+def failed(p, out, size=2000):
+    """What a failed run said: its failed tasks' lines, else its end; "" when it passed."""
+    if p.returncode == 0:
+        return ""
+    lines = [line for line in out.splitlines() if line.startswith(("fatal:", "failed:", "[ERROR]"))]
+    return ("\n".join(lines) or out)[-size:]
 
 
 def checksums():
@@ -69,7 +78,7 @@ if what == "look":
                shows_unit="ExecStart=/opt/sglang/venv/bin/python" in preflight and "[Service]" in preflight,
                shows_environment_masked="SGLANG_DOUBLE_DEVICES=********" in preflight and "/dev/nvidia*" not in
                re.sub(r"ExecStart=.*", "", preflight),
-               shows_gate="inferops-sglang-ready" in preflight, tail="" if p.returncode == 0 else o[-1500:])
+               shows_gate="inferops-sglang-ready" in preflight, tail=failed(p, o, 1500))
 elif what == "bad_flag":
     pid = listener(30000)
     on_host("rm -f /root/stop-prober")
@@ -95,7 +104,7 @@ elif what == "together":
                              + playbook_cmd("-e", json.dumps({"cutover_port": port})), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, universal_newlines=True) for port in ports]
     outs = [kept("together-%d" % port, r.communicate(timeout=600)[0]) for r, port in zip(runs, ports)]
-    res = {"runs": [dict(summary(r, o), port=port, tail="" if r.returncode == 0 else o[-2000:])
+    res = {"runs": [dict(summary(r, o), port=port, tail=failed(r, o))
                     for r, o, port in zip(runs, outs, ports)], "ports": {}}
     for port in set(ports):
         outcome = json.loads(on_host("cat %s/%d/switch.json" % (STATE, port)) or "{}")

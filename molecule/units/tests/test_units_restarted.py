@@ -41,7 +41,8 @@ def test_after_a_host_restart_one_server_serves_from_the_expected_unit_and_no_ot
         except Exception:  # pylint: disable=broad-except  # sshd not up yet, or the server still loading
             pass
         time.sleep(1)
-    assert health == "200"
+    assert health == "200", host.run("systemctl status --no-pager %s; systemctl list-jobs --no-pager; journalctl -b "
+                                     "--no-pager -n 40 -u %s" % (unit, unit)).stdout
     time.sleep(3)  # a second unit started at boot would be loading now
     pid, holder = listener(host)
     assert holder == unit and int(state(host, unit, "MainPID")["MainPID"]) == pid
