@@ -1,12 +1,14 @@
 """A 90 s model load: the cutover's output shows where the switch is at least every 30 s (the phase, the seconds,
 the unit's log line), and the run completes although the controller's SSH connection was cut in the middle of the
 wait: the switch's call runs on the host under async, looked at by short connections of its own."""
+import json
 import os
 import re
 
 from serving import serves_from_its_unit  # pylint: disable=import-error
 
 OUT = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
+KEEP = os.path.join(os.environ["INFEROPS_ROOT"], "tests", "output")
 
 
 def output(name):
@@ -19,10 +21,32 @@ def progress(text):
     return [int(s) for s in re.findall(r'"msg": "(?:stopping|loading|warm-up|verifying)[^,"]*, (\d+) s', text)]
 
 
+def why_it_failed(host):
+    """A failed run's reasons (each fatal result's msg, its wait's answers), and the host's journal since the unit's
+    first start (the unit's, its gate's and the switch's own lines), kept whole in tests/output/progress-*."""
+    text = output("cutover.out")
+    reasons = []
+    for line in text.splitlines():
+        if line.startswith(("fatal:", "failed:")):
+            try:
+                result = json.loads(line.split("=> ", 1)[1])
+            except (IndexError, ValueError):
+                reasons.append(line[:600])
+                continue
+            reasons.append({k: result.get(k) for k in ("msg", "phase", "phases", "endpoints", "wait_seconds", "log_lines")
+                            if k in result})
+    journal = host.run("journalctl --no-pager -o short-precise -u sglang-30000 -u 'inferops-sglang-switch-*'").stdout
+    os.makedirs(KEEP, exist_ok=True)
+    for name, content in (("progress-cutover.out", text), ("progress-journal.txt", journal)):
+        with open(os.path.join(KEEP, name), "w") as f:
+            f.write(content)
+    return reasons, journal[-6000:]
+
+
 def test_the_run_completed_after_the_cut(host):
     text = output("cutover.out")
-    failed = [line[:2000] for line in text.splitlines() if line.startswith(("fatal:", "failed:"))]
-    assert text.rstrip().endswith("rc=0"), (failed, host.run("journalctl -u sglang-30000 --no-pager -n 40").stdout)
+    completed = text.rstrip().endswith("rc=0")  # a name, so that a failure prints the reasons, not the whole output
+    assert completed, why_it_failed(host)
     assert "UNREACHABLE" not in text  # the look that the cut broke connected again
     assert "Exit request sent" in output("cut.out"), output("cut.out")  # the master connection was there, and closed
     serves_from_its_unit(host)

@@ -1,6 +1,8 @@
 """The unit's readiness gate (roles/systemd_unit/files/inferops-sglang-ready), run as systemd runs it, against the
 SGLang double on loopback: it passes only once the server serves, asks /health where /ready is missing or behind
 the API key, and fails at once when the main process or a scheduler dies."""
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
@@ -212,3 +214,38 @@ def test_a_listener_of_the_units_own_cgroup_is_the_servers_though_the_snapshot_m
                             preexec_fn=cgroups.enter("other.service"),
                             stdout=subprocess.PIPE, universal_newlines=True, timeout=30, check=True).stdout
     assert json.loads(theirs)[0] == server.pid, "from another cgroup, the server is a process outside the unit"
+
+
+def load_gate():
+    loader = importlib.machinery.SourceFileLoader("inferops_sglang_ready", GATE)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+# /proc/PID/cgroup of one process of sglang-t.service on a hybrid host, read twice: between the reads a container
+# runtime mounted three cgroup v1 hierarchies for another container (seen under a loaded CI: the gate then failed a
+# healthy server as "a process outside this unit"), and of a process of another unit
+HYBRID = ("9:name=systemd:/libpod-1/system.slice/sglang-t.service\n8:pids:/libpod-1\n1:cpu:/libpod-1\n"
+          "0::/libpod-1/system.slice/sglang-t.service\n")
+HYBRID_LATER = "20:perf_event:/\n19:hugetlb:/\n18:net_cls,net_prio:/\n" + HYBRID
+OTHER = HYBRID.replace("sglang-t.service", "other.service")
+CGROUP_TEXTS = [HYBRID, HYBRID_LATER, OTHER, "0::/system.slice/sglang-t.service\n",
+                "12:memory:/x\n1:name=systemd:/system.slice/sglang-t.service\n", "3:cpu:/\n", ""]
+
+
+def test_a_process_is_of_the_unit_by_its_tracked_cgroup_not_by_every_hierarchy_listed(monkeypatch):
+    """Two reads of the same process's cgroup are the same unit though the hierarchies listed changed between them;
+    another unit's is not."""
+    gate = load_gate()
+    texts = {1: HYBRID.encode(), 2: HYBRID_LATER.encode(), 3: OTHER.encode()}
+    monkeypatch.setattr(gate, "read", lambda path: texts[int(path.split("/")[2])])
+    assert gate.cgroup(1) == gate.cgroup(2) == "/libpod-1/system.slice/sglang-t.service"
+    assert gate.cgroup(3) != gate.cgroup(1)
+
+
+@pytest.mark.parametrize("text", CGROUP_TEXTS)
+def test_the_gate_reads_a_cgroup_as_the_modules_do(text):
+    """The gate runs on the server's interpreter, outside the collection: its rule is written again there, and the two
+    must agree (module_utils/_host/procfs.cgroup_path)."""
+    assert load_gate().tracked(text.encode()) == _procfs.cgroup_path(text)
