@@ -8,7 +8,8 @@ blank answer as "" or null (by release). So each question sets survey_<variable>
 (awx/project/playbooks/answers.yml) set <variable> only from an answer that is not blank: a blank answer means
 the inventory's value, else the default. No question has a default and none is required. Only what a survey
 can carry as the role expects it is asked: strings, paths, integers, and choices. Booleans, lists and mappings
-would arrive as strings: they stay in the inventory (awx/README.md lists them).
+would arrive as strings, and what names some hosts only (HOSTS_ONLY) would reach every host: they stay in the
+inventory (awx/README.md lists them).
 """
 import json
 import re
@@ -71,6 +72,8 @@ TEMPLATES = {
 }
 
 KINDS = {"str": "text", "path": "text", "raw": "text", "int": "integer", "float": "float"}
+# What belongs to some hosts, not to a run: an answer is an extra var, which every host of the job would get.
+HOSTS_ONLY = ("cutover_multinode_group",)
 
 
 def _text(x):
@@ -88,8 +91,8 @@ def entry_options(entry):
     return spec["argument_specs"][entry]["options"]
 
 
-def askable(opt):
-    return opt.get("type", "str") in KINDS
+def askable(name, opt):
+    return opt.get("type", "str") in KINDS and name not in HOSTS_ONLY
 
 
 def question(name, opt):
@@ -111,7 +114,7 @@ def surveys():
     out = {}
     for name, (description, entry, wanted, extra) in TEMPLATES.items():
         opts = options() if entry == "main" else entry_options(entry)
-        names = wanted if wanted is not None else [n for n, o in opts.items() if askable(o)]
+        names = wanted if wanted is not None else [n for n, o in opts.items() if askable(n, o)]
         spec = [question(n, opts[n]) for n in names]
         spec += [dict(q, required=False) for q in extra]
         out[name] = {"name": "inferops.sglang %s" % name, "description": description, "spec": spec}
@@ -119,8 +122,9 @@ def surveys():
 
 
 def not_asked():
-    """The cutover role's options a survey cannot carry as the role expects (for awx/README.md)."""
-    return [n for n, o in options().items() if not askable(o)]
+    """The cutover role's options a survey cannot carry as the role expects, or that belong to some hosts only (for
+    awx/README.md)."""
+    return [n for n, o in options().items() if not askable(n, o)]
 
 
 def main(argv):

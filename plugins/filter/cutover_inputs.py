@@ -18,7 +18,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._specs import is_u
 # Given blank ("" or null: an AWX question left blank, an empty -e), these are named, not used.
 NAMES = ("cutover_unit_name", "cutover_state_dir")
 STRINGS = ("cutover_working_directory", "cutover_user", "cutover_group", "cutover_hook_before_stop",
-           "cutover_hook_after_serving")
+           "cutover_hook_after_serving", "cutover_multinode_group")
 LISTS = ("cutover_command", "cutover_extra_args")
 # name: the least value
 NUMBERS = (("cutover_drain_sec", 0), ("cutover_timeout_start_sec", 1), ("cutover_prewarm_budget_sec", 0),

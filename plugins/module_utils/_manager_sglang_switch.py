@@ -31,7 +31,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     record as _record)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.record import HISTORY_KEEP
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import (
-    LAUNCHING, Actions, Kinds, OutcomeStates, Owners, Targets)
+    LAUNCHING, STARTING, Actions, Kinds, OutcomeStates, Owners, Targets)
 
 
 # Room the switch needs in the state folder besides the payload's copy, the capture and the units' backups: its plan
@@ -142,7 +142,7 @@ class SglangSwitch(Base):
         self.units = [] if self.back else _port_units.decide(
             _port_units.find(self.port, run, self.unit, server, redact=self.redact), p["existing_units"])
         insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), procs=procs, run=run,
-                                              flags=p["redact"], taken=self.taking("replace"))
+                                              flags=p["redact"], taken=self.taking("replace"), rank=p["rank"])
         if self.back:
             insp = self.insp = _preflight.vacant(insp, procs)
         state = _systemd.show(run, self.unit)
@@ -155,8 +155,9 @@ class SglangSwitch(Base):
                             "switch to release them" % (insp["gpus"], "; ".join(
                                 "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
                                 for s in insp["strays"])))
-        if not self.back and _multinode.of_argv(self.command):
-            problems.append(_multinode.refusal(self.port, self.command, "the unit's command for port"))
+        why = _multinode.refusal(self.port, self.command, "the unit's command for port", rank=p["rank"])
+        if why and self.command and not self.back:
+            problems.append(why)
         if self.back and not os.path.exists(_state_dir.capture(self.state_dir)):
             problems.append("there is no capture in %s: nothing to go back to" % self.state_dir)
         if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back and not self.staged:
@@ -172,6 +173,9 @@ class SglangSwitch(Base):
             self.action = Actions.JOIN
         elif self.back:
             self.action = Actions.NONE if owner == Owners.ADHOC else Actions.ROLLBACK
+        elif not self.params["start"]:  # stop what serves the port (or the unit, still starting), start nothing
+            running = owner is not None or self.active in ("active", "activating", "reloading")
+            self.action = Actions.STOP if running else Actions.NONE
         elif owner == Owners.ADHOC:
             self.action = Actions.SWITCH
         elif owner == Owners.UNIT:
@@ -186,7 +190,7 @@ class SglangSwitch(Base):
         label of the unit's executable, each a problem when wrong. Otherwise the questions asked are ended."""
         p = self.params
         self.version = self.selinux_decision = None
-        if self.action in LAUNCHING:  # the answers count only when the unit is about to run
+        if self.action in STARTING:  # the answers count only when the unit is about to run
             self.version, why = _sglang_args.version(p["executable"] or self.python, self.asked)
             self.problems += why
             if self.parsing and not why:  # the installed SGLang parses them: a bad flag stops here
@@ -196,7 +200,7 @@ class SglangSwitch(Base):
             for proc in (self.asked, self.parsing):
                 if proc and not isinstance(proc, str) and proc.poll() is None:
                     _owner.kill(proc)
-        if p["target"] == Targets.UNIT and self.command and self.action in LAUNCHING:
+        if p["target"] == Targets.UNIT and self.command and self.action in STARTING:
             self.selinux_decision = self.selinux(self.command[0] if self.command else None, self.problems)
 
     def room(self):
@@ -205,7 +209,7 @@ class SglangSwitch(Base):
         unit's files), each a problem otherwise."""
         if self.action not in LAUNCHING:
             return
-        capture = self.capture if self.capture and (self.action == Actions.SWITCH or self.taking("rewrite")) else None
+        capture = self.capture if self.keeps_capture() else None
         state = (_switch_launch.runtime_bytes() + STATE_ROOM + (len(capture.content) if capture else 0)
                  + sum(os.path.getsize(f) for u in self.units if u["action"] in ("replace", "rewrite")
                        for f in u["files"] if os.path.exists(f)))
@@ -250,10 +254,12 @@ class SglangSwitch(Base):
         switch's run did not keep kept now, and the module's exit."""
         result, action, port = self.result, self.action, self.port
         result["msg"] = {Actions.NONE: "%s: nothing to switch" % ("the captured command serves port %d" % port
-                                                                  if self.back else "%s serves port %d" % (self.unit, port)),
+                                                                  if self.back else "%s serves port %d" % (self.unit, port))
+                         if self.params["start"] else "nothing serves port %d: nothing to stop" % port,
                          Actions.JOIN: "a switch of port %d is in progress" % port}.get(
-            action, "would %s: %d process(es) of the family, GPUs %s, then start %s" % (
-                action, len(self.insp["family"]), self.insp["gpus"], self.unit))
+            action, "would %s: %d process(es) of the family, GPUs %s, then %s" % (
+                action, len(self.insp["family"]), self.insp["gpus"],
+                "start nothing" if action == Actions.STOP else "start " + self.unit))
         if action == Actions.NONE and not self.module.check_mode:
             self.commit()
             self.late_record(result, self.state_dir, self.unit)
@@ -269,7 +275,8 @@ class SglangSwitch(Base):
             return
         plan = dict(id="%d-%d" % (int(self.since), os.getpid()), action=self.action, target=p["target"], port=self.port,
                     unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
-                    release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"])
+                    release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"],
+                    rank=p["rank"])
         self.committed = False
 
         if self.back and p["previous_of"]:
@@ -297,8 +304,8 @@ class SglangSwitch(Base):
         """Once the preflight passed (under the switch's lock when a switch follows): the units that could serve the
         port taken over (backed up, disabled, stopped unless the switch stops them), the unit's files as they served
         kept when a restart changes them (previous-unit.json, 0600: a rollback of this run, run_id, puts them back),
-        the unit put in place (written, enabled, daemon reloaded), and for a switch the capture of what runs kept
-        (capture.json, 0600). What changed goes into the result."""
+        the unit put in place (written, enabled, daemon reloaded), and the capture of what ran kept where
+        keeps_capture says (capture.json, 0600). What changed goes into the result."""
         p, result = self.params, self.result
         self.committed = True
         if self.action in LAUNCHING and not self.back:
@@ -315,8 +322,15 @@ class SglangSwitch(Base):
         result["units_taken"] = taken
         if self.staged:
             self.installed = result["installed"] = _unit.put(self, self.staged)
-        if self.capture and (self.action == Actions.SWITCH or self.taking("rewrite")):  # what ran before the cutover
+        if self.keeps_capture():
             self.write_files([self.capture], **result)
+
+    def keeps_capture(self):
+        """Whether the capture given (what ran before the cutover) is kept: for a switch of an ad-hoc server, a take-over
+        of the operator's own unit of the unit's name, and with start=false (one rank of a multi-node server) even once
+        that server has ended since the discovery that gave it - rank 0's stop ends the other ranks'."""
+        return bool(self.capture) and (self.action == Actions.SWITCH or not self.params["start"]
+                                       or bool(self.taking("rewrite")))
 
     def keep_previous(self, run_id):
         """For a restart of the serving unit that changes its files: those files as they are (a file the restart
@@ -381,12 +395,12 @@ class SglangSwitch(Base):
         in check mode, nor when the preflight found other problems), or a problem that says what to run: before
         anything is stopped. Returns the decision."""
         decision = _selinux.check(executable)
-        if decision["action"] == "stop":
+        if decision["action"] == _selinux.Decisions.STOP:
             problems.append(decision["msg"])
-        elif decision["action"] == "fix" and problems:  # a relabel is for good: only for a switch about to run
+        elif decision["action"] == _selinux.Decisions.FIX and problems:  # a relabel is for good: for a switch about to run
             decision["fixed"] = False
             decision["msg"] += " (not done: the preflight found other problems)"
-        elif decision["action"] == "fix" and not self.module.check_mode:
+        elif decision["action"] == _selinux.Decisions.FIX and not self.module.check_mode:
             why = _selinux.fix(self.module.run_command, decision)
             decision["fixed"] = why is None
             if why:

@@ -114,6 +114,24 @@ options:
     description: Restart the unit through the switch when it already serves the port.
     type: bool
     default: false
+  start:
+    description:
+      - V(false) stops what serves O(port) - the ad-hoc server (drained) or the unit, serving or still starting -,
+        verifies zero and releases its GPUs, and starts nothing (RV(action=stop)); the unit is put in place and
+        enabled all the same, and the capture given is kept even when the server has ended since the discovery that
+        gave it. A later run with V(true) starts the unit (RV(action=start)).
+      - For one rank of a multi-node server, whose ranks stop one after another (rank 0 first, since its stop ends the
+        others) and start together (O(rank)).
+    type: bool
+    default: true
+    version_added: 0.3.0
+  rank:
+    description:
+      - The rank (C(--node-rank)) this host runs of a multi-node server (C(--nnodes) above 1) that the caller switches
+        as one group, every rank's host in step. Without it the preflight refuses such a server, and a unit whose
+        command is one rank of one; with it, the server on the port and the unit's command must be that rank.
+    type: int
+    version_added: 0.3.0
   executable:
     description: The unit's ExecStart executable; preflight checks that it exists and, for a Python, finds sglang.
     type: path
@@ -218,15 +236,23 @@ EXAMPLES = r"""
     record:
       data: {host: gpu-01, port: 30000, unit: sglang.service}
   register: switched
+
+- name: Rank 0 of a two-node server - drain and stop it, free its GPUs, start nothing yet
+  inferops.sglang.sglang_switch:
+    port: 30000
+    unit: sglang
+    rank: 0
+    start: false
+    drain: 120
 """
 
 RETURN = r"""
 action:
   description: V(switch) (an ad-hoc server to the unit), V(restart), V(start) (nothing ran), V(rollback) (back to the
-    captured command), V(join) (a switch was in progress) or V(none).
+    captured command), V(join) (a switch was in progress), V(stop) (O(start=false)) or V(none).
   returned: always
   type: str
-  choices: [none, switch, restart, start, rollback, join]
+  choices: [none, switch, restart, start, rollback, join, stop]
   sample: switch
 preflight:
   description: What is on the port (owner V(adhoc), V(unit) or null), the server, its family, a wrapper, its GPUs,
@@ -389,6 +415,8 @@ def main():
             release_strays=dict(type="bool", default=False),
             target=dict(type="str", choices=[Targets.UNIT, Targets.CAPTURE], default=Targets.UNIT),
             restart=dict(type="bool", default=False),
+            start=dict(type="bool", default=True),
+            rank=dict(type="int"),
             previous_of=dict(type="str"),
             executable=dict(type="path"),
             command=dict(type="list", elements="str", default=[]),

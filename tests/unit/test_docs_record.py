@@ -7,6 +7,7 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import cutover_group_record
 from ansible_collections.inferops.sglang.plugins.filter.metrics import cutover_metrics
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import record as _record
 from tests.tools.record_fields import ROOT, documented, undocumented
@@ -58,9 +59,20 @@ def test_the_reference_has_a_table_for_each_kind_of_record():
     assert sorted(documented()) == ["adopt", "cutover", "rollback"]
 
 
+def group_keys():
+    """The fields a multi-node server's group adds to each rank's record (group/switch.yml), and those of a rank."""
+    rec = cutover_group_record([{"msg": "m", "outcome": {"seconds": 1.0, "stop_began_at": 1.0}}],
+                               [{"host": "a", "rank": {"node_rank": 0}}], "kimi", 0)
+    task = [t for t in yaml.safe_load((TASKS / "group" / "switch.yml").read_text()) if "block" in t][-1]["block"][1]
+    assert "combine({'group': _cutover_group_record," in task["inferops.sglang.sglang_switch"]["record"]["data"]
+    return set(rec), set(rec["ranks"][0])
+
+
 def test_a_cutover_s_fields_are_the_controller_s_and_the_switch_s():
     doc, rec = documented()["cutover"], switch(False, controller_data())
-    assert top(doc) == set(rec)
+    group, rank = group_keys()
+    assert top(doc) == set(rec) | {"group"}
+    assert under(doc, "group.") == group and under(doc, "group.ranks[].") == rank
     assert under(doc, "old.") == set(controller_data()["old"]) | {"family"}
     assert under(doc, "stages_sec.") == set(controller_data()["stages_sec"]) | set(rec["stages_sec"])
     assert under(doc, "units[].") == set(_record.UNIT_KEYS)
@@ -105,6 +117,6 @@ def test_the_example_is_a_whole_record_and_its_figures_are_the_filter_s():
     (text,) = _blocks("json")
     example, fields = json.loads(text), documented()["cutover"]
     assert undocumented(example, fields) == []
-    assert sorted(top(fields) - set(example)) == []
+    assert sorted(top(fields) - set(example)) == ["group"]  # a rank of a multi-node server's alone
     assert example["steps"] and example["model_cache"]["warm"]  # a switch that stopped a server and warmed its model
     assert _blocks("text") == [cutover_metrics(example)]

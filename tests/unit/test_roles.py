@@ -45,7 +45,8 @@ CUTOVER = ROLES[[r.name for r in ROLES].index("cutover")]
 STAGES = {"discover": "Discover", "plan": "Plan", "prepare": "Prepare", "preflight": "Preflight", "switch": "Switch",
           "wait_and_verify": "Wait and verify", "bench": "Bench", "venv": "Venv", "record": "Record",
           "rollback": "Rollback", "rollback_on_purpose": "Rollback on purpose", "status": "Status"}
-MODES = {"adopt": ["Adopt in place"], "switch": ["Preflight", "Switch", "Wait and verify", "Rollback", "Record"]}
+MODES = {"adopt": ["Adopt in place"], "switch": ["Preflight", "Switch", "Wait and verify", "Rollback", "Record"],
+         "group": ["Preflight", "Switch", "Wait and verify", "Rollback", "Record"]}
 
 
 def tasks(items):
@@ -74,11 +75,13 @@ def test_a_cutover_task_file_holds_tasks_of_the_stage_it_is_named_for(path):
 
 
 def test_the_mode_is_decided_once_at_its_include():
-    """tasks/main.yml asks cutover_mode once, in the include of the mode's folder; no other task file, the internal
-    variables and no template ask it again."""
+    """tasks/main.yml asks cutover_mode once to run a mode, in the include of the mode's folder (a multi-node server's
+    group is a mode of its own); beside it only the input check names it, to refuse a group adopted in place; no other
+    task file, the internal variables and no template ask it again."""
     main = load(CUTOVER / "tasks" / "main.yml")
-    asking = [t for t in tasks(main) if "cutover_mode" in yaml.safe_dump(t)]
-    assert [t.get("ansible.builtin.include_tasks") for t in asking] == ["{{ cutover_mode }}/main.yml"]
+    asking = [t for t in tasks(main) if "cutover_mode" in yaml.safe_dump(t) and "ansible.builtin.assert" not in t]
+    assert [t.get("ansible.builtin.include_tasks") for t in asking] == [
+        "{{ 'group' if cutover_multinode_group else cutover_mode }}/main.yml"]
     assert sorted(p.name for p in (CUTOVER / "tasks").iterdir() if p.is_dir()) == sorted(MODES)
     others = task_files() + [CUTOVER / "vars" / "main.yml"] + sorted((CUTOVER / "templates").glob("*"))
     counts = dict((str(p.relative_to(CUTOVER)), p.read_text().count("cutover_mode")) for p in others if p.is_file())
@@ -93,8 +96,10 @@ def test_the_cutover_s_facts_are_set_once_and_its_registered_results_carry_one_p
                 set_in.setdefault(name, []).append(str(path.relative_to(CUTOVER / "tasks")))
             if "register" in t:
                 registered.append(t["register"])
-    # each mode's folder leaves what the record stage reads (_cutover_done), once
-    assert sorted(set_in.pop("_cutover_done")) == ["adopt/main.yml", "switch/main.yml"]
+    # each mode's folder leaves what the record stage reads (_cutover_done), once; each that rolls back, what the role
+    # says last (_cutover_rolled_back)
+    assert sorted(set_in.pop("_cutover_done")) == ["adopt/main.yml", "group/main.yml", "switch/main.yml"]
+    assert sorted(set_in.pop("_cutover_rolled_back")) == ["group/main.yml", "switch/main.yml"]
     assert all(n.startswith("_cutover_") for n in set_in) and all(len(v) == 1 for v in set_in.values()), set_in
     assert registered and all(n.startswith("__cutover_") for n in registered), registered
     internal = (CUTOVER / "vars" / "main.yml").read_text()

@@ -23,6 +23,14 @@ FIX_TYPE = "bin_t"
 TIMEOUT = 120
 
 
+class Decisions:
+    """What check() decides for an executable (its action)."""
+
+    NONE = "none"  # not enforcing, or a type systemd runs
+    FIX = "fix"    # its folder to be labelled FIX_TYPE (the commands)
+    STOP = "stop"  # a problem: the message says what to run
+
+
 def enforcing(path=ENFORCE):
     """Whether SELinux is enforcing (False when the host has none, or it is permissive)."""
     try:
@@ -50,7 +58,7 @@ def check(executable, enforce=ENFORCE, getxattr=getattr(os, "getxattr", None), w
     `none`: SELinux is not enforcing, or the type is one systemd runs; `fix`: semanage and restorecon are here, no
     other user than root can change what the executable is (its links, their folders), and `commands` label the
     executable's folder bin_t; `stop`: otherwise, and msg says what to run."""
-    out = dict(action="none", enforcing=enforcing(enforce), path=None, type=None, commands=[], msg=None)
+    out = dict(action=Decisions.NONE, enforcing=enforcing(enforce), path=None, type=None, commands=[], msg=None)
     if not out["enforcing"]:
         return out
     real = os.path.realpath(executable)  # a venv's python is a link: the file run is its target
@@ -67,10 +75,10 @@ def check(executable, enforce=ENFORCE, getxattr=getattr(os, "getxattr", None), w
     # the owner of a link on the way could point it at any folder (/usr/sbin) between this look and the relabel
     untrusted = distrust(executable)
     if semanage and restorecon and not untrusted:
-        out["action"] = "fix"
+        out["action"] = Decisions.FIX
         out["msg"] = "%s has SELinux type %s, which systemd does not run: labelling %s %s" % (real, kind, folder, FIX_TYPE)
         return out
-    out["action"] = "stop"
+    out["action"] = Decisions.STOP
     run = "; ".join(" ".join("'%s'" % w if "(" in w else w for w in c) for c in
                     [["semanage"] + commands[0][1:], ["restorecon"] + commands[1][1:]])
     out["msg"] = ("SELinux is enforcing and %s has type %s, which systemd does not run (the unit would fail with "

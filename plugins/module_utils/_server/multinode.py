@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A server spread over several hosts (`--nnodes N --node-rank R --dist-init-addr HOST:PORT`), read from its argv,
-and why such a server is not cut over one host at a time.
+and why such a server is not cut over one host at a time: only as a group, each host's switch told its rank.
 
 Every node runs the same command apart from `--node-rank`. Rank 0 serves the API and waits at start for every rank
 to join at `--dist-init-addr`; a rank >= 1 runs only schedulers and, on the same `--port`, a dummy health server
@@ -20,7 +20,7 @@ OPTIONS = (("--nnodes", "nnodes"), ("--node-rank", "node_rank"), ("--dist-init-a
            ("--nccl-init-addr", "dist_init_addr"))
 
 
-def _option(arg):
+def option(arg):
     """The dest of an argv word naming one of OPTIONS (in full, or as the unique prefix argparse accepts), and its
     inline `=value` or None; (None, None) for any other word."""
     name, eq, value = arg.partition("=")
@@ -42,7 +42,7 @@ def of_argv(argv):
     words = [str(a) for a in argv or ()]
     i = 1
     while i < len(words):
-        dest, value = _option(words[i])
+        dest, value = option(words[i])
         if dest and value is None and i + 1 < len(words):
             value = words[i + 1]
             i += 1
@@ -69,16 +69,25 @@ def describe(multi):
         multi["node_rank"], multi["nnodes"], multi["nnodes"], multi["node_rank"], multi["dist_init_addr"] or "unset")
 
 
-def refusal(port, argv, what="the server on port"):
-    """Why a switch (or an adoption) of this server on one host must not begin, or None for a single-node server."""
+def refusal(port, argv, what="the server on port", rank=None):
+    """Why a switch (or an adoption) of this server on one host must not begin, or None: a single-node server, or one
+    rank of a multi-node server whose group the caller switches as one, and that rank is `rank` (its --node-rank)."""
     multi = of_argv(argv)
     if multi is None:
-        return None
+        if rank is None:
+            return None
+        return ("%s %d is not one rank of a multi-node SGLang server (no --nnodes above 1), yet it is to be switched as "
+                "rank %d of one" % (what, port, rank))
+    if rank is not None:
+        if multi["node_rank"] == rank:
+            return None
+        return "%s %d is %s, not rank %d as its group has it" % (what, port, describe(multi), rank)
     if multi["role"] == "rank 0":
         why = ("stopping it ends every rank, which must then start again together, ranks >= 1 with it")
     else:
         why = ("a rank >= 1 serves no API (its port answers only a dummy health check, 200 whatever the model does), "
                "and on SGLang 0.5.23 it ignores SIGTERM until rank 0 stops; cut over alone, its unit would stop it "
                "only at the kill timeout and call it ready at once")
-    return ("%s %d is %s: %s. A multi-node server is cut over as one group or not at all, and this collection does "
-            "not cut one over yet: leave the hosts of its ranks out of the run" % (what, port, describe(multi), why))
+    return ("%s %d is %s: %s. A multi-node server is cut over as one group, never host by host: the cutover switches "
+            "the ranks of the hosts named by cutover_multinode_group together (docs/multinode.md)"
+            % (what, port, describe(multi), why))

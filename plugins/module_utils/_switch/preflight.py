@@ -52,8 +52,9 @@ def vacant(insp, procs):
     return dict(insp, owner=None, server=None, family=[], wrapper=None, gpus=[], strays=[], protected=[], problems=[])
 
 
-def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=()):
-    """What serves `port` and what a switch to `unit` (a name without .service) would touch.
+def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None):
+    """What serves `port` and what a switch to `unit` (a name without .service) would touch; `rank`, when the switch
+    is one rank's of a multi-node server switched as a group (the server must be that rank).
 
     owner (states.Owners): None (nothing listens), adhoc (a server outside the unit) or unit (the unit's own).
     problems: reasons the switch must not begin (anything that listens but is not an SGLang server,
@@ -87,8 +88,10 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
         if not _family.is_sglang(server):
             out["problems"].append("port %d is held by pid %d (%s), which is not an SGLang server" % (
                 port, server.pid, redact(server.cmdline)[:200]))
-        elif _multinode.of_argv(server.argv):
-            out["problems"].append(_multinode.refusal(port, server.argv))
+        elif _multinode.of_argv(server.argv) or rank is not None:
+            why = _multinode.refusal(port, server.argv, rank=rank)
+            if why:
+                out["problems"].append(why)
         other = out["server"]["unit"]
         if other and other not in taken and main_pid(run, other) == server.pid:
             out["problems"].append(

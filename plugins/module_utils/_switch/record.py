@@ -120,8 +120,12 @@ def switch_record(given, outcome, result, back, load=None):
                    units_restored=outcome.get("units_restored"), unit_started=outcome.get("unit_started"),
                    previous_unit=outcome.get("previous_unit", False))
         return rec
-    old = dict(rec.get("old") or {}, family=given["family"])
+    # a group's rank started in a switch of its own, after its stop: what it stopped comes with its data
+    old = dict(rec.get("old") or {}, family=given["family"] or (rec.get("old") or {}).get("family") or [])
     downtime, load = result.get("downtime"), result.get("ready_after", load)
+    began = (rec.get("group") or {}).get("stop_began_at")
+    if downtime is None and began and outcome.get("started_at"):  # a group's rank: its downtime began at rank 0's stop
+        downtime = round(outcome["started_at"] - began, 3)
     stages = dict(rec.get("stages_sec") or {}, switch=result.get("elapsed"))
     installed = given.get("installed")
     if installed and stages["switch"] is not None:
@@ -135,7 +139,7 @@ def switch_record(given, outcome, result, back, load=None):
     rec.update(action=outcome.get("action"), old=old, steps=result.get("steps"), downtime_switch_sec=downtime,
                load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
                model=result.get("model"), generated=bool(result.get("generated_tokens")),
-               sglang_version=given.get("sglang_version"), gpus=given.get("gpus"), stages_sec=stages,
+               sglang_version=given.get("sglang_version"), gpus=given.get("gpus") or rec.get("gpus"), stages_sec=stages,
                units=given.get("units") or [])
     return rec
 
@@ -184,7 +188,11 @@ def report(r):
             r.get("action"), r.get("unit"), r.get("model") or "the model", r.get("sglang_version")),
         "- old server: pid %s, %d processes: `%s`" % (old.get("pid"), len(old.get("family") or []), old.get("command")),
         "- downtime: %s s switch + %s s load = %s s until ready" % (
-            r.get("downtime_switch_sec"), r.get("load_sec"), r.get("downtime_until_ready_sec")),
+            r.get("downtime_switch_sec"), r.get("load_sec"), r.get("downtime_until_ready_sec"))
+        if r.get("load_sec") is not None else
+        "- downtime: %s s until its unit started (its load not waited for here: rank 0's record has the server's)"
+        % r.get("downtime_switch_sec"),
+    ] + _group(r.get("group")) + [
         "- %s" % (r.get("model_cache") or {}).get("summary", "model: not measured"),
         "- stages: %s" % _stages(r.get("stages_sec")),
         "- switch steps: %s" % _steps(r.get("steps")),
@@ -206,6 +214,15 @@ def report(r):
     lines.append("- what changed from the running command:")
     lines += ["  - %s" % line for line in r.get("changes") or []]
     return "\n".join(lines) + "\n"
+
+
+def _group(g):
+    """A multi-node server's lines: the group, this host's rank, every rank's host and stop."""
+    if not g:
+        return []
+    return ["- group: %s, rank %s of %s (rank 0 on %s); the downtime counts from rank 0's stop" % (
+        g.get("name"), g.get("rank"), g.get("nnodes"), g.get("leader"))] + [
+        "  - rank %s on %s: %s" % (x.get("rank"), x.get("host"), x.get("stop")) for x in g.get("ranks") or []]
 
 
 def _adopted(r, when, old):

@@ -25,11 +25,15 @@ class Actions:
     START = "start"        # nothing served the port: the unit started
     ROLLBACK = "rollback"  # back from the unit to what served before (the captured command, or the operator's unit)
     JOIN = "join"          # a switch of the port in progress (or finished since the run began), reported as its own
+    STOP = "stop"          # what serves the port stopped (drained), its GPUs released, the unit put in place and not
+    #                        started (start=false: one rank of a multi-node server, before every rank starts together)
 
 
-ACTIONS = (Actions.NONE, Actions.SWITCH, Actions.RESTART, Actions.START, Actions.ROLLBACK, Actions.JOIN)
-# this run claims a switch and starts its worker: the interpreter's answers count, the room is looked at
-LAUNCHING = (Actions.SWITCH, Actions.RESTART, Actions.START, Actions.ROLLBACK)
+ACTIONS = (Actions.NONE, Actions.SWITCH, Actions.RESTART, Actions.START, Actions.ROLLBACK, Actions.JOIN, Actions.STOP)
+# this run claims a switch and starts its worker: the room is looked at
+LAUNCHING = (Actions.SWITCH, Actions.RESTART, Actions.START, Actions.ROLLBACK, Actions.STOP)
+# ... and the worker starts a server: the interpreter's answers count
+STARTING = (Actions.SWITCH, Actions.RESTART, Actions.START, Actions.ROLLBACK)
 # a server that serves is stopped for the unit (what a baseline benchmark or a hook before the stop is for)
 STOPPING = (Actions.SWITCH, Actions.RESTART)
 

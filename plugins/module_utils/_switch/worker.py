@@ -5,8 +5,9 @@
 """The switch itself, as the detached worker runs it (main(), started by _switch_launch): under the lock, the
 preflight looked at again, then each step timed and its outcome written: stop the wrapper loop and the server
 (drained; a unit the switch took over that runs it, stopped), verify that nothing of it is left, release its GPUs,
-start the unit; or, for a rollback, stop the unit, put back the units the switch took over, and start the captured
-command again (or the unit that ran the server before)."""
+start the unit (not for a stop alone: one rank of a multi-node server, whose ranks start together); or, for a
+rollback, stop the unit, put back the units the switch took over, and start the captured command again (or the unit
+that ran the server before)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -124,32 +125,41 @@ class Worker:
         unit = plan["unit"]
         procs = _procfs.snapshot()
         taken = plan.get("units") or []  # the units that could serve the port, disabled by the run that claimed it
-        now = _preflight.inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run, taken=taken)
+        now = _preflight.inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run, taken=taken,
+                                 rank=plan.get("rank"))
         self.stop_began = None
         if plan.get("target") == Targets.CAPTURE:
             return self.back(now, procs)
-        if now["owner"] == Owners.UNIT and plan["action"] != Actions.RESTART:
+        stopping_unit = plan["action"] in (Actions.RESTART, Actions.STOP)
+        if now["owner"] == Owners.UNIT and not stopping_unit:
             self.outcome["note"] = "%s already serves port %d: nothing to switch" % (unit, plan["port"])
             return
         if now["owner"] == Owners.ADHOC:
             if now["problems"]:
                 raise RuntimeError("nothing was stopped: " + "; ".join(now["problems"]))
             self.step("stop wrapper", lambda: _signals.stop_loop(now["wrapper"]))
-            self.stop_began = time.monotonic()
+            self.stopping()
             holder = now["server"]["unit"]
             if holder in taken:  # the operator's unit runs the server: systemd stops it (else it starts it again)
                 self.step("stop server", lambda: self.stop_unit(holder))
             else:
                 self.step("stop server", lambda: self.stop_family(now, procs))
-        elif now["owner"] == Owners.UNIT and plan["action"] == Actions.RESTART:
-            self.stop_began = time.monotonic()
+        elif now["owner"] == Owners.UNIT or plan["action"] == Actions.STOP:  # the unit, serving (stop: or starting)
+            self.stopping()
             self.step("stop server", lambda: self.stop_unit(unit))
         self.step("verify zero", lambda: self.verify_zero(now, procs))
         self.step("release GPUs", lambda: self.release(now))
+        if plan["action"] == Actions.STOP:  # the unit starts in a switch of its own (every rank of a group together)
+            return
         self.step("start unit", lambda: self.start(unit))
         if self.stop_began is not None:
             self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
         self.outcome["started_at"] = time.time()
+
+    def stopping(self):
+        """The server's stop begins: the downtime counts from here (stop_began_at, wall clock, for a group's ranks)."""
+        self.stop_began = time.monotonic()
+        self.outcome["stop_began_at"] = time.time()
 
     def back(self, now, procs):
         """From the unit back to the captured command (a rollback)."""
@@ -159,7 +169,7 @@ class Worker:
             self.outcome["note"] = "a server outside %s already serves port %d: nothing to roll back" % (
                 plan["unit"], plan["port"])
             return
-        self.stop_began = time.monotonic()
+        self.stopping()
         self.step("stop server", lambda: self.stop_unit(plan["unit"]))
         self.step("verify zero", lambda: self.verify_zero(now, procs))
         self.step("release GPUs", lambda: self.release(now))

@@ -210,11 +210,12 @@ def server(spawn, tmp_path):
 @pytest.fixture
 def two_nodes(server):
     """The two ranks of one `--tp 2 --nnodes 2` server of the double meeting on loopback, both listening on their
-    --port (rank 0 its API, rank 1 its dummy health check): (rank 0, rank 1), each with `port`."""
+    --port (rank 0 its API, rank 1 its dummy health check): (rank 0, rank 1), each with `port` and `addr` (their
+    --dist-init-addr)."""
     addr = "127.0.0.1:%d" % free_port()
     ranks = [server("--tp", "2", "--nnodes", "2", "--node-rank", str(r), "--dist-init-addr", addr) for r in (0, 1)]
     for p in ranks:
-        p.port = int(p.url.rsplit(":", 1)[1])
+        p.port, p.addr = int(p.url.rsplit(":", 1)[1]), addr
         wait_listening(p.port)
     return ranks
 

@@ -26,7 +26,8 @@ from .conftest import (NOBODY, Failed, FakeModule, Systemd, double_venv, in_moun
 class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    defaults = dict(redact=[], record=None, wait=None, existing_units="replace", capture=None, user="root", group=None)
+    defaults = dict(redact=[], record=None, wait=None, existing_units="replace", capture=None, user="root", group=None,
+                    start=True, rank=None)
 
 
 def wait(url, **kw):
@@ -173,10 +174,10 @@ def test_a_flag_the_installed_sglang_refuses_stops_the_cutover_before_the_stop(s
     assert not (tmp_path / "state" / str(port) / "switch.json").exists()
 
 
-def test_a_unit_command_of_one_rank_of_a_multi_node_server_stops_the_cutover_before_the_stop(
-        shell, tmp_path, monkeypatch):
-    """A server of one host running by hand, the unit's command (the operator's) one rank of a server over two hosts:
-    refused by the preflight, the old server untouched, no unit installed."""
+def refused_with_rank_1_s_command(shell, tmp_path, monkeypatch, **params):
+    """A server of one host running by hand, and a switch to a unit whose command is rank 1 of a server over two hosts
+    (params: the module's other options): the module's failure, refused by the preflight; the server untouched (its
+    pid the port's only listener) and no unit installed. (the failure, the port)"""
     monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
     venv = double_venv(tmp_path)
     port = free_port()
@@ -188,13 +189,45 @@ def test_a_unit_command_of_one_rank_of_a_multi_node_server_stops_the_cutover_bef
                             target="unit", restart=False, executable=venv.python, command=command,
                             devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=dict(
                                 unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(tmp_path / "units"),
-                                environment="", environment_path=None, gate="", gate_path=None, wants=[])))
+                                environment="", environment_path=None, gate="", gate_path=None, wants=[]), **params))
     with pytest.raises(Failed) as e:
         mgr.run()
     out = e.value.args[0]
-    assert ("the unit's command for port %d is rank 1 of a 2-node SGLang server" % port) in out["msg"], out["msg"]
     assert out["msg"].startswith("preflight failed, nothing was touched: ") and out["changed"] is False
     assert not (tmp_path / "units").exists() and _listeners.listeners(port, _procfs.snapshot()) == [pid]
+    return out, port
+
+
+def test_a_unit_command_of_one_rank_of_a_multi_node_server_stops_the_cutover_before_the_stop(
+        shell, tmp_path, monkeypatch):
+    """The unit's command (the operator's) is one rank of a server over two hosts, and no group switches it."""
+    out, port = refused_with_rank_1_s_command(shell, tmp_path, monkeypatch)
+    assert ("the unit's command for port %d is rank 1 of a 2-node SGLang server" % port) in out["msg"], out["msg"]
+
+
+def test_a_rank_given_where_the_server_is_on_one_host_stops_the_cutover_before_the_stop(shell, tmp_path, monkeypatch):
+    """The group's switch names a host's rank, but the server there is not one rank of a multi-node server (the
+    inventory group holds a host of another server)."""
+    out, port = refused_with_rank_1_s_command(shell, tmp_path, monkeypatch, rank=1, start=False)
+    assert ("the server on port %d is not one rank of a multi-node SGLang server (no --nnodes above 1), yet it is to be "
+            "switched as rank 1 of one" % port) in out["msg"], out["msg"]
+    assert "the unit's command" not in out["msg"], "the unit's command is rank 1, as its group says"
+    assert out["action"] == "stop"
+
+
+@pytest.mark.parametrize("owner, active, action", [
+    ("adhoc", "inactive", "stop"), ("unit", "active", "stop"), (None, "activating", "stop"), (None, "inactive", "none"),
+    (None, "failed", "none")])
+def test_start_false_stops_what_serves_the_port_or_the_unit_still_starting_and_nothing_else(
+        tmp_path, owner, active, action):
+    mgr = SglangSwitch(Module(port=30000, unit="sglang", start=False, capture="{}"))
+    mgr.state_dir, mgr.back, mgr.restart, mgr.active, mgr.units = str(tmp_path), False, False, active, []
+    mgr.insp, mgr.capture = {"owner": owner}, object()
+    mgr.decide()
+    assert mgr.action == action
+    assert mgr.keeps_capture(), "a rank's capture is kept though its server ended with rank 0 since its discovery"
+    mgr.params["start"] = True
+    assert not mgr.keeps_capture(), "with start, only a switch keeps it (or a take-over of the operator's own unit)"
 
 
 class Started(Module):

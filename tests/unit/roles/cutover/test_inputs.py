@@ -90,6 +90,13 @@ CASES = {
     "hook_null": ({"cutover_hook_before_stop": None}, 'cutover_hook_before_stop is blank ("" or null)'),
     "mode_choice": ({"cutover_mode": "swap"}, "cutover_mode"),
     "units_choice": ({"cutover_existing_units": "keep"}, "cutover_existing_units"),
+    "group_unknown": ({"cutover_multinode_group": "kimi"},
+                      "cutover_multinode_group 'kimi': no such inventory group (the group of the hosts that run the "
+                      "ranks of one multi-node server)"),
+    "group_null": ({"cutover_multinode_group": None}, 'cutover_multinode_group is blank ("" or null)'),
+    "group_adopted": ({"cutover_multinode_group": "ungrouped", "cutover_mode": "adopt"},
+                      "cutover_multinode_group 'ungrouped' with cutover_mode adopt: a multi-node server is switched, "
+                      "rank by rank, never adopted in place"),
     "two_at_once": ({"cutover_port": "70000", "cutover_unit_name": "a/b"},
                     "cutover_port 70000: a port is 1-65535; cutover_unit_name 'a/b': a service's name"),
 }

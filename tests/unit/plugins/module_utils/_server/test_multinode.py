@@ -39,7 +39,20 @@ def test_refusal_names_the_rank_and_why():
     why = _multinode.refusal(30000, argv)
     assert why.startswith("the server on port 30000 is rank 1 of a 2-node SGLang server (--nnodes 2 --node-rank 1 "
                           "--dist-init-addr 10.0.0.1:20000): a rank >= 1 serves no API")
-    assert "cut over as one group or not at all" in why
+    assert "cut over as one group, never host by host" in why and "cutover_multinode_group" in why
     rank0 = _multinode.refusal(30000, HEAD + ["--nnodes", "2"])
     assert "rank 0 of a 2-node" in rank0 and "--dist-init-addr unset" in rank0 and "stopping it ends every rank" in rank0
     assert _multinode.refusal(30000, HEAD) is None
+
+
+def test_with_the_rank_its_group_gives_a_rank_is_no_refusal_and_another_rank_is():
+    """The caller that switches the whole group (the cutover's group mode) says each host's rank: that rank passes,
+    another (a host of the group given the wrong rank) or a server on one host does not."""
+    argv = HEAD + ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:20000"]
+    assert _multinode.refusal(30000, argv, rank=1) is None
+    assert _multinode.refusal(30000, argv, rank=0) == (
+        "the server on port 30000 is rank 1 of a 2-node SGLang server (--nnodes 2 --node-rank 1 --dist-init-addr "
+        "10.0.0.1:20000), not rank 0 as its group has it")
+    assert _multinode.refusal(30000, HEAD, "the unit's command for port", rank=0) == (
+        "the unit's command for port 30000 is not one rank of a multi-node SGLang server (no --nnodes above 1), yet it "
+        "is to be switched as rank 0 of one")

@@ -38,6 +38,18 @@ def test_each_rank_of_a_multi_node_server_stops_the_switch(two_nodes):
     assert rank0.poll() is None and rank1.poll() is None
 
 
+def test_a_rank_switched_with_its_group_passes_as_that_rank_only(two_nodes):
+    """The group's switch tells each host its rank: that rank passes the preflight; a host given another rank does
+    not (its inventory names the wrong host), nor a rank given where the server is on one host."""
+    rank0, rank1 = two_nodes
+    assert _preflight.inspect(rank1.port, "sglang", [], run=Systemctl(), rank=1)["problems"] == []
+    found = _preflight.inspect(rank0.port, "sglang", [], run=Systemctl(), rank=0)
+    assert found["problems"] == [] and found["owner"] == "adhoc" and found["family"]
+    (wrong,) = _preflight.inspect(rank1.port, "sglang", [], run=Systemctl(), rank=0)["problems"]
+    assert wrong.endswith("is rank 1 of a 2-node SGLang server (--nnodes 2 --node-rank 1 --dist-init-addr %s), not "
+                          "rank 0 as its group has it" % rank1.addr), wrong
+
+
 LOOK = """
 import json, sys
 sys.path.insert(0, %r)

@@ -93,6 +93,40 @@ def test_switch_stops_the_family_and_its_strays_and_nothing_else(shell, run, tmp
         daemon.wait()
 
 
+def test_a_stop_alone_stops_the_server_and_frees_its_gpus_and_starts_nothing(shell, tmp_path):
+    """start=false (one rank of a multi-node server, whose ranks start together in a later switch): the family stopped
+    (drained), zero verified, the GPUs released; the unit not started; when the stop began kept (a group's downtime
+    counts from rank 0's)."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    plan = dict(id="t8", action="stop", port=port, unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    os.makedirs(plan["state_dir"])
+    systemctl = Systemctl()
+    t0 = time.time()
+    outcome = _switch_worker.Worker(plan, run=systemctl).go()
+    assert outcome["error"] is None, outcome
+    assert [s["step"] for s in outcome["steps"]] == ["stop wrapper", "stop server", "verify zero", "release GPUs"]
+    assert not [c for c in systemctl.calls if "start" in c], systemctl.calls
+    assert "started_at" not in outcome and t0 <= outcome["stop_began_at"] <= time.time()
+    assert _listeners.listeners(port, _procfs.snapshot()) == []
+
+
+def test_a_stop_alone_stops_the_unit_still_starting(tmp_path, monkeypatch):
+    """start=false with the unit still loading (nothing listens yet): the unit stopped (a rank's unit, before its
+    group starts again), nothing started."""
+    monkeypatch.setattr(_switch_worker, "STOP_GRACE", 1.0)
+    systemd = Stopping(0.2, **{"sglang.service": dict(ActiveState="activating", SubState="start",
+                                                      ExecMainStartTimestampMonotonic="5000",
+                                                      ActiveEnterTimestampMonotonic="0")})
+    plan = dict(_rollback_plan(tmp_path), action="stop", target="unit")
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    assert outcome["error"] is None, outcome
+    assert [s["step"] for s in outcome["steps"]] == ["stop server", "verify zero", "release GPUs"]
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"]]
+
+
 def _stop_step(port, tmp_path, drain):
     plan = dict(id="t6", action="switch", port=port, unit="sglang.service", unit_name="sglang",
                 state_dir=str(tmp_path / "state"), drain=drain, release_strays=False, devices=[str(tmp_path / "nvidia*")])
