@@ -1,7 +1,6 @@
 """After the cutover, read on each host: processes, /proc cmdline and environ, unit files, HTTP answers, the
 records; decoys untouched; no api key where it must not be; then the host restarts and serves again, once."""
 import base64
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,11 +10,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from reference import record_fields  # pylint: disable=import-error
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-# The record reference's parser (tests/tools/record_fields.py), loaded by its path: `tests` here is this folder.
-_SPEC = importlib.util.spec_from_file_location("record_fields", os.path.join(ROOT, "tests", "tools", "record_fields.py"))
-record_fields = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(record_fields)
 
 SCENARIO = os.environ.get("MOLECULE_SCENARIO_DIRECTORY", os.path.dirname(os.path.dirname(__file__)))
 V = yaml.safe_load(open(os.path.join(SCENARIO, "vars", "scenario.yml")))
@@ -141,7 +138,8 @@ def test_every_field_of_the_record_is_in_the_record_reference(host):
     record, fields = json.loads(text), record_fields.documented()["cutover"]
     assert len(fields) > 30
     assert record_fields.undocumented(record, fields) == []
-    assert sorted(f for f in fields if "." not in f and "[]" not in f and f not in record) == []
+    # every field, but a rank's of a multi-node server (molecule/multinode holds records with it)
+    assert sorted(f for f in fields if "." not in f and "[]" not in f and f not in record) == ["group"]
 
 
 def test_the_metrics_file_parses_and_says_what_the_record_says(host):

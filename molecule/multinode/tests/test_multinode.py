@@ -8,6 +8,7 @@ import time
 import pytest
 
 from serving import SERVER, serves_from_its_unit  # pylint: disable=import-error
+from reference import record_fields  # pylint: disable=import-error
 
 OUT = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
 UNIT = "sglang-30000.service"
@@ -125,9 +126,9 @@ def test_each_rank_s_unit_fits_its_role(host):
     assert "StartLimitIntervalSec=0" in unit
     assert "--node-rank\" \"%d\"" % RANK[name(host)] in unit
     if RANK[name(host)] == 0:
-        assert "ExecStartPost=" in unit and "TimeoutStopSec=20" in unit
+        assert "ExecStartPost=" in unit and "TimeoutStopSec=20" in unit and "Restart=on-failure" in unit
     else:
-        assert "ExecStartPost=" not in unit and "TimeoutStopSec=15" in unit
+        assert "ExecStartPost=" not in unit and "TimeoutStopSec=15" in unit and "Restart=always" in unit
 
 
 def test_each_host_keeps_its_record_with_the_group_s_part(host):
@@ -136,5 +137,6 @@ def test_each_host_keeps_its_record_with_the_group_s_part(host):
     assert group["name"] == "kimi" and group["nnodes"] == 2 and group["rank"] == RANK[name(host)]
     assert group["leader"] == "mn0" and [r["host"] for r in group["ranks"]] == ["mn0", "mn1"]
     assert group["stop_began_at"] and last["downtime_switch_sec"] > 0
+    assert record_fields.undocumented(last, record_fields.documented()["cutover"]) == []  # docs/record.md has it all
     report = host.file("/var/lib/inferops/cutover/30000/last.md").content_string
     assert "- group: kimi, rank %d of 2 (rank 0 on mn0)" % RANK[name(host)] in report

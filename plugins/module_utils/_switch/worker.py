@@ -276,9 +276,11 @@ class Worker:
         else:
             why = "never served and was still %s %.0f s after SIGTERM" % (state.get("ActiveState"), time.monotonic() - t0)
         rc, out, err = timed(self.run, ["systemctl", "kill", "--signal=SIGKILL", unit], 30)
-        if rc != 0 or not self.stopped(unit, KILL_WAIT):
+        if not self.stopped(unit, KILL_WAIT):
             raise RuntimeError("%s %s, and did not stop after SIGKILL of its cgroup either (rc %d): %s"
                                % (unit, why, rc, (err or out).strip()))
+        if rc != 0:  # it ended on its own as the SIGKILL went out: systemd may have unloaded it ("not loaded")
+            return detail
         detail.update(escalated=True, escalation="%s %s: SIGKILL to its cgroup (systemctl kill --signal=SIGKILL)" % (
             unit, why))
         return detail

@@ -392,6 +392,26 @@ def test_a_unit_that_served_is_killed_once_drained_not_after_timeoutstopsec(tmp_
                                   "(systemctl kill --signal=SIGKILL)")
 
 
+class EndsAsKilled(Stopping):
+    """A unit that served, drained, and ended on its own just as its SIGKILL went out: systemd unloaded it, and the
+    kill answers "not loaded" (seen under a loaded CI)."""
+
+    def __call__(self, argv):
+        if "kill" in argv:
+            self.calls.append(argv[argv.index("systemctl") + 1:])
+            self.units[argv[-1]].update(ActiveState="inactive", SubState="dead")
+            return 1, "", "Failed to kill unit %s: Unit %s not loaded.\n" % (argv[-1], argv[-1])
+        return Stopping.__call__(self, argv)
+
+
+def test_a_unit_that_ended_on_its_own_as_its_sigkill_went_out_is_stopped(tmp_path):
+    systemd = EndsAsKilled(None, **{"sglang.service": dict(SERVING)})
+    plan = _rollback_plan(tmp_path)  # nothing listens on its port: drained at once
+    step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert step == {"unit": "sglang.service", "unit_state": "active/running", "served": True, "drained": True}
+
+
 def test_a_unit_that_served_is_killed_when_the_drain_budget_runs_out(tmp_path):
     systemd = Stopping(None, **{"sglang.service": dict(SERVING)})
     plan = dict(_rollback_plan(tmp_path), drain=1.0)
