@@ -77,8 +77,8 @@ def test_the_rollback_on_purpose_brings_every_rank_s_captured_command_back():
 
 
 def test_rank_1_killed_while_it_loads_fails_fast_and_rolls_back_both_hosts():
-    """Rank 1's unit is SIGKILLed 3 s into a 20 s load: rank 0 loses its peer at once, its wait fails on that (not at
-    its timeout, nor once loaded), and both hosts go back to their captured commands."""
+    """Rank 1's unit is SIGKILLed in a 40 s load, once the group formed: rank 0 loses its peer at once, its wait fails
+    on that (not at its timeout, nor once loaded), and both hosts go back to their captured commands."""
     text = output("fault")
     assert rc(text) == 2, text[-3000:]
     fatal = [line for line in failures(text) if "ROLLED BACK: every rank runs its captured command again" in line]
@@ -86,7 +86,7 @@ def test_rank_1_killed_while_it_loads_fails_fast_and_rolls_back_both_hosts():
     assert not any("not ready within" in line for line in fatal), fatal
     waits = [json.loads(line.split("=> ", 1)[1]) for line in failures(text)
              if line.startswith("fatal: [mn0]") and '"wait_seconds"' in line]
-    assert waits and waits[0]["wait_failed"] and waits[0]["wait_seconds"] < 20, waits or failures(text)
+    assert waits and waits[0]["wait_failed"] and waits[0]["wait_seconds"] < 40, waits or failures(text)
 
 
 @pytest.mark.hosts("mn1")
