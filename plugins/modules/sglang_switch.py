@@ -130,6 +130,8 @@ options:
       - The rank (C(--node-rank)) this host runs of a multi-node server (C(--nnodes) above 1) that the caller switches
         as one group, every rank's host in step. Without it the preflight refuses such a server, and a unit whose
         command is one rank of one; with it, the server on the port and the unit's command must be that rank.
+      - Rank 0, once drained, has up to 20 s (within O(drain)) to end on its own before SIGKILL, so that SGLang's
+        shutdown reaches the other ranks.
     type: int
     version_added: 0.3.0
   executable:

@@ -70,6 +70,15 @@ def test_status_names_each_host_s_rank():
     assert "rank 1 of a 2-node server (--dist-init-addr 10.88.210.1:20000, group kimi): its /health is a dummy check" in text
 
 
+@pytest.mark.hosts("mn1")
+def test_rank_0_s_stop_ended_rank_1_s_server_by_its_shutdown_not_by_a_lost_peer(host):
+    """Each cutover drained rank 0 and let it end on its own: its shutdown reached rank 1, whose server (launched by
+    hand, or by a rollback, its output in the same log) ended with it, and never found its peer gone."""
+    log = host.file("/root/sglang.log").content_string
+    assert "Scheduler or DataParallelController terminated with 0" in log, log[-3000:]
+    assert "Connection closed by peer" not in log, log[-3000:]
+
+
 def test_the_rollback_on_purpose_brings_every_rank_s_captured_command_back():
     text = output("rollback")
     assert rc(text) == 0, failures(text) or text[-3000:]

@@ -38,6 +38,10 @@ STOP_PROPERTIES = ("ActiveState", "SubState", "ActiveEnterTimestampMonotonic", "
 DRAIN_LOOK = 0.05       # while the old server drains: how often its connections are counted
 DRAIN_QUIET = 3         # ... and how many looks in a row must find none
 PORT_CLOSED_GRACE = 1.0  # a port closed by the SIGTERM, no connection open: how long the server may end on its own
+# A multi-node server's rank 0, drained: how long it may take to end on its own. SGLang's watchdog looks every 5 s,
+# then sends its ShutdownReq to every rank, the other nodes' included, and gives its schedulers up to 15 s
+# (0.5.15 managers/tokenizer_manager.py:2684-2689): a SIGKILL before that leaves the other nodes to find a lost peer.
+SHUTDOWN_GRACE = 20.0
 
 
 class Drained:
@@ -47,10 +51,12 @@ class Drained:
     (its warm-up's) reaches uvicorn, not SGLang: the port closes at once, no 503 ever comes, and the process lives on
     until its warm-up gives up (about 120 s; seen on a real 0.5.15). So a port that refuses connections, none open,
     for PORT_CLOSED_GRACE counts as drained too. A server that ignores the SIGTERM answers neither way and gets the
-    whole drain budget."""
+    whole drain budget. then: seconds more, once drained, before it counts (the server ends on its own meanwhile)."""
 
-    def __init__(self, port):
+    def __init__(self, port, then=0.0):
         self.port = port
+        self.then = then
+        self.since = None
         url = _listeners.local_url(port)
         self.server = Server(url) if url else None
         self.taken = False
@@ -59,6 +65,11 @@ class Drained:
         self.next_look = 0.0
 
     def __call__(self):
+        if self.since is None and self.nothing_in_flight():
+            self.since = time.monotonic()
+        return self.since is not None and time.monotonic() - self.since >= self.then
+
+    def nothing_in_flight(self):
         now = time.monotonic()
         if now < self.next_look:
             return False
@@ -225,13 +236,18 @@ class Worker:
         targets = [procs[f["pid"]] for f in now["family"] if f["pid"] in procs]
         server = procs[now["server"]["pid"]]
         res = _signals.stop(targets, roots=[server], sig=15, escalate=9, grace=self.plan["drain"],
-                            kill_wait=KILL_WAIT, mode="mixed", done=Drained(self.plan["port"]))
+                            kill_wait=KILL_WAIT, mode="mixed", done=self.drained())
         detail = {"pids": [t.pid for t in targets], "escalated": res.escalated, "drained": res.done_early,
                   "ended_by": res.ended_by, "timings": res.timings}
         if res.remaining:
             raise RuntimeError("%d process(es) survived SIGKILL (stuck: %s): %s" % (
                 len(res.remaining), res.stuck, res.remaining))
         return detail
+
+    def drained(self):
+        """When the server's drain is over (Drained). A multi-node server's rank 0 is then given SHUTDOWN_GRACE to end
+        on its own: its end sends the shutdown to the other ranks, which otherwise wait for a peer that is gone."""
+        return Drained(self.plan["port"], then=SHUTDOWN_GRACE if self.plan.get("rank") == 0 else 0.0)
 
     def stop_unit(self, unit):
         """Stop the unit, as the family of a hand-launched server is stopped: SIGTERM (systemd's stop, queued so that
@@ -257,7 +273,7 @@ class Worker:
             raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
         detail = {"unit": unit, "unit_state": was, "served": served}
         if served:
-            drained = Drained(self.plan["port"])
+            drained = self.drained()
             budget = self.plan["drain"]
             while not self.stopped(unit, 0):
                 if drained():

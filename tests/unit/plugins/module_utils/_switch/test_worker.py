@@ -113,6 +113,41 @@ def test_a_stop_alone_stops_the_server_and_frees_its_gpus_and_starts_nothing(she
     assert _listeners.listeners(port, _procfs.snapshot()) == []
 
 
+def _events(path):
+    return [json.loads(line)["event"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("version, follower_exit", [("0.5.15", "3"), ("0.5.23", "0")])
+def test_a_groups_rank_0_ends_on_its_own_and_its_shutdown_ends_the_other_ranks(shell, tmp_path, version, follower_exit):
+    """Rank 0 of a two-node server stopped alone (rank=0): once drained it is left to end on its own. SGLang's
+    watchdog (here every 0.5 s) then sends its ShutdownReq to every rank and ends its tree, so rank 1 ends with that
+    shutdown, as its version does (0.5.15: uvicorn's startup failure, 3; 0.5.23: 0), not with a lost peer (a crash
+    sleep, then SIGKILL; a real rank may instead wait in a collective). The switch signals nothing of rank 1."""
+    ports, addr = [free_port(), free_port()], "127.0.0.1:%d" % free_port()
+    (tmp_path / "r1nvidia0").touch()  # rank 1's own GPUs, not the ones the stop releases
+
+    def rank(n):
+        return ("SGLANG_DOUBLE_VERSION=%s SGLANG_DOUBLE_WATCHDOG_SECONDS=0.5 SGLANG_DOUBLE_STATE_FILE=r%d.jsonl %s "
+                "%s --nnodes 2 --node-rank %d --dist-init-addr %s > r%d.log 2>&1" % (
+                    version, n, "SGLANG_DOUBLE_DEVICES=%s" % (tmp_path / "r1nvidia*") if n else "",
+                    server_cmd(ports[n]), n, addr, n))
+    shell(rank(0) + " & wait")
+    shell(rank(1) + "; echo $? > r1.exit")
+    wait_for(lambda: Server("http://127.0.0.1:%d" % ports[0]).request("/health").status == 200, 20)
+    plan = dict(id="t9", action="stop", rank=0, port=ports[0], unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"), drain=30.0, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    os.makedirs(plan["state_dir"])
+    outcome = _switch_worker.Worker(plan, run=Systemctl()).go()
+    assert outcome["error"] is None, outcome
+    stop = [s for s in outcome["steps"] if s["step"] == "stop server"][0]
+    assert not stop["escalated"] and stop["timings"]["first_signal"] < 20, stop  # its own end, within its grace
+    wait_for((tmp_path / "r1.exit").exists, 20)
+    assert "shutdown_broadcast" in _events(tmp_path / "r0.jsonl")
+    assert "shutdown_received" in _events(tmp_path / "r1.jsonl"), _events(tmp_path / "r1.jsonl")
+    assert "peer_lost" not in _events(tmp_path / "r1.jsonl")
+    assert (tmp_path / "r1.exit").read_text().strip() == follower_exit
+
+
 def test_a_stop_alone_stops_the_unit_still_starting(tmp_path, monkeypatch):
     """start=false with the unit still loading (nothing listens yet): the unit stopped (a rank's unit, before its
     group starts again), nothing started."""
@@ -390,6 +425,15 @@ def test_a_unit_that_served_is_killed_once_drained_not_after_timeoutstopsec(tmp_
     assert step["served"] and step["drained"] and step["escalated"], step
     assert step["escalation"] == ("sglang.service served, and nothing was in flight: SIGKILL to its cgroup "
                                   "(systemctl kill --signal=SIGKILL)")
+
+
+def test_a_groups_rank_0_unit_drained_is_left_to_end_on_its_own(tmp_path):
+    """The same unit as rank 0 of a multi-node server (rank=0): drained at once (nothing listens), it ends on its own
+    2 s later (its shutdown sent to the other ranks meanwhile), and gets no SIGKILL."""
+    systemd = Stopping(2.0, **{"sglang.service": dict(SERVING)})
+    step = _switch_worker.Worker(dict(_rollback_plan(tmp_path), rank=0), run=systemd).stop_unit("sglang.service")
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"]]
+    assert step["served"] and not step.get("escalated"), step
 
 
 class EndsAsKilled(Stopping):
