@@ -57,8 +57,8 @@ echo
 echo "== after: the service's tree"
 run "systemd-cgls --no-pager -u sglang-30000.service | cut -c1-150"
 echo
-echo "== restart the host (podman restart)"
-podman restart --time 30 instance >/dev/null
+echo "== restart the host"
+bash "$INFEROPS_ROOT/tests/testbed/restart.sh" instance
 for _ in $(seq 1 60); do
   ANSIBLE_STDOUT_CALLBACK=minimal ansible -i "$inv" sglang_servers -m ansible.builtin.ping >/dev/null 2>&1 && break
   sleep 1

@@ -5,6 +5,8 @@ import os
 import subprocess
 import time
 
+from restart import restart  # pylint: disable=import-error
+
 UNIT = "sglang-30000.service"
 SCOPE = "sglang-30000-adopted.scope"
 WATCHER = "sglang-30000-adopted-watch.service"
@@ -121,7 +123,7 @@ def test_a_crash_of_the_adopted_server_the_service_takes_over(host):
 
 def test_a_restart_of_the_host_the_service_one_server(host):
     launch_and_adopt(host)
-    subprocess.run(["podman", "restart", "-t", "60", "inplace"], check=True, stdout=subprocess.DEVNULL)
+    assert restart("inplace") == 0
     deadline = time.monotonic() + 90
     while subprocess.run(["ansible", "-i", INVENTORY, "all", "-m", "ansible.builtin.ping"], stdout=subprocess.DEVNULL,
                          check=False).returncode:

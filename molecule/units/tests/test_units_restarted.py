@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from restart import restart  # pylint: disable=import-error
 from test_units import HEALTH, KIMI, MANAGED, REFUSED, flat, listener, name, servers, serving_units, state
 
 ROOT = os.environ["INFEROPS_ROOT"]
@@ -19,11 +20,10 @@ _restarted = {}
 
 
 def restart_all():
-    """Every host of the scenario restarted at once (podman restart), the first time a test asks: {host: rc}."""
+    """Every host of the scenario restarted at once, the first time a test asks: {host: rc} (one rc for all)."""
     if not _restarted:
-        hosts = sorted(AFTER_RESTART)
-        procs = [subprocess.Popen(["podman", "restart", "--time", "30", h], stdout=subprocess.DEVNULL) for h in hosts]
-        _restarted.update((h, p.wait()) for h, p in zip(hosts, procs))
+        rc = restart(*sorted(AFTER_RESTART))
+        _restarted.update((h, rc) for h in AFTER_RESTART)
     return _restarted
 
 
