@@ -13,6 +13,7 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.inferops.sglang.plugins.module_utils._host import systemd as _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 
 
@@ -138,7 +139,7 @@ def cutover_group_units(results, members):
         if not isinstance(result, dict) or result.get("skipped") or "stdout" not in result:
             out.append("%s: its unit was not looked at" % where)
             continue
-        state = dict(line.split("=", 1) for line in result["stdout"].splitlines() if "=" in line)
+        state = _systemd.properties_of(result["stdout"])
         if state.get("ActiveState") != "active" or state.get("NRestarts", "0") != "0":
             out.append("%s: its unit is %s (%s), restarted %s times" % (
                 where, state.get("ActiveState"), state.get("SubState"), state.get("NRestarts")))

@@ -29,11 +29,15 @@ def show_many(run, units, properties=UNIT_PROPERTIES):
     rc, out, err = timed(run, ["systemctl", "show", "--property=" + ",".join(properties)] + list(units), TIMEOUT)
     if rc != 0:
         raise RuntimeError("systemctl show %s failed (rc %d): %s" % (" ".join(units), rc, err.strip()))
-    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-              for block in out.strip("\n").split("\n\n")]
+    blocks = [properties_of(block) for block in out.strip("\n").split("\n\n")]
     if len(blocks) != len(units):
         raise RuntimeError("systemctl show answered %d blocks for %d units" % (len(blocks), len(units)))
     return blocks
+
+
+def properties_of(text):
+    """{property: value} of one unit's block of `systemctl show` output."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def journal(run, unit, lines=20):
