@@ -47,12 +47,19 @@ lane() {
     echo "--- molecule scenario $s"
     if ! molecule test -s "$s" > "tests/output/molecule-$s.log" 2>&1; then
       echo "molecule scenario $s FAILED after $((SECONDS - t0)) s; its log:"; tail -n 150 "tests/output/molecule-$s.log"
+      testbed_state
       echo "$s" >> tests/output/molecule-failed
       return 1
     fi
     grep -E '^(=+ .* (passed|failed).* =+|[a-z_]+ +: actions=|platform [a-z0-9]+: )' "tests/output/molecule-$s.log" || true
     echo "--- molecule scenario $s: $((SECONDS - t0)) s"
   done
+}
+testbed_state() {
+  # at a failure: every container's ID, name, state and address, and the host's neighbours on podman's bridge
+  echo "--- test bed at the failure: containers (ID, name, state, address), then the bridge's neighbours"
+  podman ps -aq | xargs -r podman inspect --format '{{.Id}} {{.Name}} {{.State.Status}} {{.NetworkSettings.IPAddress}}' 2>&1 | cut -c1-12,65-
+  ip neigh show dev "$(podman network inspect podman --format '{{.NetworkInterface}}')" 2>&1
 }
 bridge_pinned() {
   # Scenarios reach their containers over podman's bridge. Left alone, a Linux bridge takes the lowest MAC of its
@@ -78,7 +85,8 @@ molecule_lanes() {
   # Every scenario, in five lanes at once (the scenarios mostly wait on servers loading), balanced by their times
   # (about 23 minutes the longest lane on a 2-core machine). A lane's scenarios may share container names and SSH
   # ports with each other, never with another lane's: the first lane's scenarios all use the default platform
-  # `instance`, faults and fleet both name theirs f1... Scenarios named in no lane run in the last one (inplace,
+  # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
+  # Scenarios named in no lane run in the last one (inplace,
   # ports, progress).
   local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits"
                "cutover versions platforms bench" "units security release" "") s i pids=() rc=0

@@ -3,10 +3,10 @@
 # start each). Exits non-zero when a host did not come back.
 #
 # Not `podman restart`: it lets the exit command of the container's old conmon (`podman container cleanup`) run in
-# the middle of the restart, between the container's end and its new start, and a host restarted so once lost its
-# network for good (podman 4.3: "No route to host" 150 s on, the container running). Here the stop ends with the
-# network torn down by podman stop itself, the start waits until the old conmon and any cleanup of it have exited,
-# and only then sets the network up again.
+# the middle of the restart, between the container's end and its new start. Here the stop ends with the network torn
+# down by podman stop itself, the start waits until the old conmon and any cleanup of it have exited, and only then
+# sets the network up again. (Hosts once lost around a restart, "No route to host", were removed by another lane's
+# lookup of an all-hex name, which podman reads as an ID prefix: tests/unit/test_testbed_names.py.)
 set -uo pipefail
 restart() {
   local name=$1 id deadline

@@ -57,7 +57,7 @@ def back_on_the_captured_command(host):
                                                              "start captured command"]
 
 
-@pytest.mark.hosts("f1")
+@pytest.mark.hosts("fault1")
 def test_f1_sigterm_ignored_escalation_after_the_drain_budget(host):
     served_by_the_unit(host)
     stop = [s for s in json.loads(host.file(STATE + "/switch.json").content_string)["steps"] if s["step"] == "stop server"][0]
@@ -65,7 +65,7 @@ def test_f1_sigterm_ignored_escalation_after_the_drain_budget(host):
     assert host.run("pgrep -f 'sglang::' -c").stdout.strip() == "3"
 
 
-@pytest.mark.hosts("f2")
+@pytest.mark.hosts("fault2")
 def test_f2_orphans_titled_and_untitled_are_gone(host):
     served_by_the_unit(host)
     old = [line.split()[0] for line in before(host) if "sglang::" in line or "spawn_main" in line]
@@ -78,7 +78,7 @@ def test_f2_orphans_titled_and_untitled_are_gone(host):
         assert UNIT in host.file("/proc/%s/cgroup" % pid).content_string, "only the service holds GPU 0 now"
 
 
-@pytest.mark.hosts("f3")
+@pytest.mark.hosts("fault3")
 def test_f3_strays_refused_then_released_daemon_spared(host):
     served_by_the_unit(host)
     assert still_running(host, "nvidia-persistenced")
@@ -87,19 +87,19 @@ def test_f3_strays_refused_then_released_daemon_spared(host):
     assert len(first[0]["released"]) >= 2
 
 
-@pytest.mark.hosts("f4")
+@pytest.mark.hosts("fault4")
 def test_f4_broken_unit_stopped_nothing(host):
     assert still_running(host, "sglang.launch_server") and still_running(host, "sglang::scheduler_TP0")
     assert not host.file("/etc/systemd/system/%s" % UNIT).exists
     assert host.check_output(HEALTH) == "200"
 
 
-@pytest.mark.hosts("f5", "f6")
+@pytest.mark.hosts("fault5", "fault6")
 def test_f5_f6_crash_during_load_or_never_ready_rolled_back(host):
     back_on_the_captured_command(host)
 
 
-@pytest.mark.hosts("f6c")
+@pytest.mark.hosts("fault6c")
 def test_f6c_port_taken_while_loading_fails_at_once_and_is_rolled_back(host):
     """Another program took the port while the new server loaded, and held it until the rollback had stopped the unit:
     the switch's wait and the unit's gate failed at once naming it (not TimeoutStartSec); the unit, restarted or not
@@ -123,7 +123,7 @@ def test_f6c_port_taken_while_loading_fails_at_once_and_is_rolled_back(host):
         assert stop["escalation"].startswith(UNIT + " ") and "SIGKILL to its cgroup" in stop["escalation"], stop
 
 
-@pytest.mark.hosts("f5b")
+@pytest.mark.hosts("fault5b")
 def test_f5b_bad_patch_rolled_back_onto_the_venv_as_it_was(host):
     back_on_the_captured_command(host)
     # bytecode caches are Python's to rewrite (they record the source's mtime); every other file must be as it was
@@ -134,14 +134,14 @@ def test_f5b_bad_patch_rolled_back_onto_the_venv_as_it_was(host):
     assert "patched build" not in host.file("/opt/sglang/venv/lib/python3.11/site-packages/sglang/_double/server.py").content_string
 
 
-@pytest.mark.hosts("f7")
+@pytest.mark.hosts("fault7")
 def test_f7_controller_killed_during_the_switch_host_still_ends_serving(host):
     served_by_the_unit(host)
     switch = json.loads(host.file(STATE + "/switch.json").content_string)
     assert switch["finished"] and switch["error"] is None and switch["action"] == "switch"
 
 
-@pytest.mark.hosts("f9")
+@pytest.mark.hosts("fault9")
 def test_f9_f10_nothing_touched(host):
     assert still_running(host, "http.server 30000")
     assert not host.file("/etc/systemd/system/%s" % UNIT).exists
@@ -149,7 +149,7 @@ def test_f9_f10_nothing_touched(host):
     assert not host.file("/var/lib/inferops/cutover/30005").exists
 
 
-@pytest.mark.hosts("f9")
+@pytest.mark.hosts("fault9")
 def test_unit_from_variables_alone(host):
     unit = "sglang-30002.service"
     assert host.check_output("systemctl is-active %s" % unit) == "active"
@@ -167,7 +167,7 @@ def records(host, kind):
             if n.endswith("-%s.json" % kind)]
 
 
-@pytest.mark.hosts("f2")
+@pytest.mark.hosts("fault2")
 def test_changed_input_restarted_the_service_and_a_failed_change_went_back_to_it(host):
     """The restart with a new environment value served; the next change, which cannot serve, was rolled back to that
     unit as it served (its files put back), not to the hand launch: the service serves with the value, enabled."""

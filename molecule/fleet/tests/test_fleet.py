@@ -1,6 +1,6 @@
 """After the rolling cutover: which batches ran, each host's real state, what the balancer routed, what the
-clients got. Expected: batch 1 (f1-f4, f2 fails: 1 of 4 = 25 %, not more than 25 %) goes on; batch 2 (f5, f6;
-f6 fails: 50 %) stops the run; batch 3 (f7, f8) never starts."""
+clients got. Expected: batch 1 (fleet1-fleet4, fleet2 fails: 1 of 4 = 25 %, not more than 25 %) goes on; batch 2 (fleet5, fleet6;
+fleet6 fails: 50 %) stops the run; batch 3 (fleet7, fleet8) never starts."""
 import json
 import os
 import re
@@ -11,7 +11,7 @@ from serving import serves_from_its_unit  # pylint: disable=import-error
 FLEET = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"), "fleet")
 UNIT = "sglang-30000.service"
 STATE = "/var/lib/inferops/cutover/30000"
-MIGRATED, ROLLED_BACK, UNTOUCHED = ["f1", "f3", "f4", "f5"], ["f2", "f6"], ["f7", "f8"]
+MIGRATED, ROLLED_BACK, UNTOUCHED = ["fleet1", "fleet3", "fleet4", "fleet5"], ["fleet2", "fleet6"], ["fleet7", "fleet8"]
 READY = ("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/health', timeout=30).status)\"")
 
 
@@ -27,7 +27,7 @@ def name(host):
 def test_batches_ran_and_stopped_as_max_fail_percentage_says():
     log = open(os.path.join(FLEET, "cutover.log")).read()
     recap = dict((m.group(1), m.group(2)) for m in re.finditer(r"^(f\d)\s+: (.*)$", log, re.M))
-    assert sorted(recap) == sorted(MIGRATED + ROLLED_BACK), log[-6000:]  # f7 and f8 never started
+    assert sorted(recap) == sorted(MIGRATED + ROLLED_BACK), log[-6000:]  # fleet7 and fleet8 never started
     for h in MIGRATED:
         assert "failed=0" in recap[h], recap[h]
     for h in ROLLED_BACK:

@@ -9,7 +9,7 @@ from restart import restart  # pylint: disable=import-error
 UNIT = "sglang-30000.service"
 STATE = "/var/lib/inferops/cutover/30000"
 # what each test bed is built from (tests/testbed/build-image.sh): the release, its systemd and its python3
-RELEASES = {"deb11": ("11", 247, (3, 9)), "deb12": ("12", 252, (3, 11)), "deb13": ("13", 257, (3, 13))}
+RELEASES = {"debian11": ("11", 247, (3, 9)), "debian12": ("12", 252, (3, 11)), "debian13": ("13", 257, (3, 13))}
 
 
 def name(host):
