@@ -34,7 +34,9 @@ PORT_WAIT = 5.0         # after the family is gone, how long the port may take t
 MEMORY_WAIT = 30.0      # after a release, how long nvidia-smi may lag
 STRAY_GRACE = 10.0      # a released stray gets SIGTERM, then SIGKILL after this
 STOP_GRACE = 10.0       # a unit that never served gets SIGTERM, then SIGKILL of its cgroup after this
-STOP_PROPERTIES = ("ActiveState", "SubState", "ActiveEnterTimestampMonotonic", "ExecMainStartTimestampMonotonic")
+STOP_PROPERTIES = ("ActiveState", "SubState", "Job", "Result", "MainPID", "NRestarts", "ActiveEnterTimestampMonotonic",
+                   "ActiveExitTimestampMonotonic", "InactiveExitTimestampMonotonic", "ExecMainStartTimestampMonotonic",
+                   "ExecMainExitTimestampMonotonic")
 DRAIN_LOOK = 0.05       # while the old server drains: how often its connections are counted
 DRAIN_QUIET = 3         # ... and how many looks in a row must find none
 PORT_CLOSED_GRACE = 1.0  # a port closed by the SIGTERM, no connection open: how long the server may end on its own
@@ -265,13 +267,13 @@ class Worker:
             rc, out, err = timed(self.run, ["systemctl", "stop", unit], 60)
             if rc != 0:
                 raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
-            return {"unit": unit, "unit_state": was}
+            return {"unit": unit, "unit_state": was, "unit_read": state}
         served = _systemd.served(state)
         t0 = time.monotonic()
         rc, out, err = timed(self.run, ["systemctl", "stop", "--no-block", unit], 30)
         if rc != 0:
             raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
-        detail = {"unit": unit, "unit_state": was, "served": served}
+        detail = {"unit": unit, "unit_state": was, "served": served, "unit_read": state}
         if served:
             drained = self.drained()
             budget = self.plan["drain"]

@@ -356,6 +356,9 @@ def test_a_unit_that_never_served_is_killed_after_a_short_grace_and_the_step_say
     assert 1.0 <= time.monotonic() - t0 < 5
     assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
     assert step["escalated"] and not step["served"] and step["unit_state"] == "activating/start-post"
+    # the whole reading the branch was chosen on, in the step (the record shows why it took the time it took)
+    assert step["unit_read"]["ExecMainStartTimestampMonotonic"] == "5000", step
+    assert step["unit_read"]["ActiveEnterTimestampMonotonic"] == "1000", step
     assert step["escalation"].startswith("sglang.service never served and was still activating 1 s after SIGTERM: "
                                          "SIGKILL to its cgroup (systemctl kill --signal=SIGKILL)")
 
@@ -409,6 +412,7 @@ def test_a_unit_that_served_and_ends_on_its_own_is_not_killed(tmp_path):
     with listening(plan["port"]):  # in flight all along: Drained never says so
         step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
     assert systemd.calls == [["stop", "--no-block", "sglang.service"]]
+    assert step.pop("unit_read")["ActiveEnterTimestampMonotonic"] == SERVING["ActiveEnterTimestampMonotonic"]
     assert step == {"unit": "sglang.service", "unit_state": "active/running", "served": True}
 
 
@@ -453,6 +457,7 @@ def test_a_unit_that_ended_on_its_own_as_its_sigkill_went_out_is_stopped(tmp_pat
     plan = _rollback_plan(tmp_path)  # nothing listens on its port: drained at once
     step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service")
     assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert step.pop("unit_read")["ActiveState"] == "active"
     assert step == {"unit": "sglang.service", "unit_state": "active/running", "served": True, "drained": True}
 
 
@@ -477,6 +482,7 @@ def test_a_unit_that_is_down_gets_systemds_own_stop(tmp_path, props):
     systemd = Systemd(**{"sglang.service": props})
     step = _switch_worker.Worker(_rollback_plan(tmp_path), run=systemd).stop_unit("sglang.service")
     assert systemd.calls == [["stop", "sglang.service"]]
+    assert step.pop("unit_read")["SubState"] == props["SubState"]
     assert step == {"unit": "sglang.service", "unit_state": "%s/%s" % (props["ActiveState"], props["SubState"])}
 
 
