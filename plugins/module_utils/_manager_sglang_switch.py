@@ -281,6 +281,8 @@ class SglangSwitch(Base):
 
         if self.back and p["previous_of"]:
             plan["previous"] = self.previous_unit(p["previous_of"])
+        if self.back and p["unit_served"] is not None:
+            plan["unit_served"] = p["unit_served"]
 
         def prepared():
             """Under the lock, the claim about to be written: what the switch needs put in place, then its plan."""

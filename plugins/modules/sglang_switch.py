@@ -110,6 +110,15 @@ options:
         command; otherwise it starts the captured command.
     type: str
     version_added: 0.3.0
+  unit_served:
+    description:
+      - With O(target=capture), whether the unit served clients before this rollback. V(false) for the rollback of a
+        run that failed (its unit's start, wait or verify): the unit is stopped as one that never served, SIGTERM then
+        SIGKILL of its cgroup after a short grace (10 s), even when systemd says it became active moments ago.
+      - Unset, systemd's word decides (active, or became active in its current start), and one that served drains
+        for O(drain) at most.
+    type: bool
+    version_added: 0.3.0
   restart:
     description: Restart the unit through the switch when it already serves the port.
     type: bool
@@ -420,6 +429,7 @@ def main():
             start=dict(type="bool", default=True),
             rank=dict(type="int"),
             previous_of=dict(type="str"),
+            unit_served=dict(type="bool"),
             executable=dict(type="path"),
             command=dict(type="list", elements="str", default=[]),
             user=dict(type="str", default="root"),

@@ -183,7 +183,7 @@ class Worker:
                 plan["unit"], plan["port"])
             return
         self.stopping()
-        self.step("stop server", lambda: self.stop_unit(plan["unit"]))
+        self.step("stop server", lambda: self.stop_unit(plan["unit"], plan.get("unit_served")))
         self.step("verify zero", lambda: self.verify_zero(now, procs))
         self.step("release GPUs", lambda: self.release(now))
         self.restored = {}
@@ -251,7 +251,7 @@ class Worker:
         on its own: its end sends the shutdown to the other ranks, which otherwise wait for a peer that is gone."""
         return Drained(self.plan["port"], then=SHUTDOWN_GRACE if self.plan.get("rank") == 0 else 0.0)
 
-    def stop_unit(self, unit):
+    def stop_unit(self, unit, served=None):
         """Stop the unit, as the family of a hand-launched server is stopped: SIGTERM (systemd's stop, queued so that
         the SIGKILL that may follow counts as the end of the stop, not a crash to restart: RestartForceExitStatus),
         then SIGKILL to every process of its cgroup once the drain is over, not after TimeoutStopSec. One that served
@@ -259,6 +259,9 @@ class Worker:
         most. One that never served (still starting, or stopping after a start that failed) has nothing to drain and
         may ignore SIGTERM for minutes (a real SGLang server whose port was taken does, keeping its GPU memory; one
         that became active moments ago has not warmed up yet, and lives on for its warm-up's 120 s): STOP_GRACE.
+        served=False (the rollback of a run that failed: the unit's start is what failed, and no client was sent to
+        it) stops it as one that never served, whatever systemd says: active moments before the rollback, after its
+        gate passed late, it would otherwise get the whole drain budget when its server ignores SIGTERM.
         The step says which (`served`), the state it found (`unit_state`), and why a SIGKILL (`escalation`)."""
         state = _systemd.show(self.run, unit, STOP_PROPERTIES)
         was = "%s/%s" % (state.get("ActiveState"), state.get("SubState"))
@@ -268,7 +271,7 @@ class Worker:
             if rc != 0:
                 raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
             return {"unit": unit, "unit_state": was, "unit_read": state}
-        served = _systemd.served(state)
+        served = _systemd.served(state) and served is not False
         t0 = time.monotonic()
         rc, out, err = timed(self.run, ["systemctl", "stop", "--no-block", unit], 30)
         if rc != 0:
@@ -292,7 +295,9 @@ class Worker:
         elif self.stopped(unit, STOP_GRACE):
             return detail
         else:
-            why = "never served and was still %s %.0f s after SIGTERM" % (state.get("ActiveState"), time.monotonic() - t0)
+            why = "%s and was still %s %.0f s after SIGTERM" % (
+                "never served" if not _systemd.served(state) else "served no client (its run failed)",
+                state.get("ActiveState"), time.monotonic() - t0)
         rc, out, err = timed(self.run, ["systemctl", "kill", "--signal=SIGKILL", unit], 30)
         if not self.stopped(unit, KILL_WAIT):
             raise RuntimeError("%s %s, and did not stop after SIGKILL of its cgroup either (rc %d): %s"

@@ -461,6 +461,47 @@ def test_a_unit_that_ended_on_its_own_as_its_sigkill_went_out_is_stopped(tmp_pat
     assert step == {"unit": "sglang.service", "unit_state": "active/running", "served": True, "drained": True}
 
 
+def test_the_rollback_of_a_failed_run_stops_its_unit_within_the_grace_though_it_became_active(tmp_path, monkeypatch):
+    """The rollback of a run whose unit did not serve in time (faults F6c: the port was taken while it loaded): its
+    gate passed late, moments before the rollback, and its server ignores SIGTERM, a request in flight. systemd says
+    active, but the run failed and no client was sent to it (unit_served false): SIGKILL after STOP_GRACE, not after
+    the drain budget (there 120 s, the unit's TimeoutStopSec: the rollback's stop that took 120.5 s)."""
+    monkeypatch.setattr(_switch_worker, "STOP_GRACE", 1.0)
+    systemd = Stopping(None, **{"sglang.service": dict(SERVING)})
+    plan = dict(_rollback_plan(tmp_path), drain=30.0, unit_served=False)
+    with listening(plan["port"]) as sock:
+        client = socket.create_connection(("127.0.0.1", plan["port"]))  # in flight: never drained
+        try:
+            sock.accept()
+            t0 = time.monotonic()
+            step = _switch_worker.Worker(plan, run=systemd).stop_unit("sglang.service", plan["unit_served"])
+            took = time.monotonic() - t0
+        finally:
+            client.close()
+    assert 1.0 <= took < 5, (took, step)
+    assert systemd.calls == [["stop", "--no-block", "sglang.service"], ["kill", "--signal=SIGKILL", "sglang.service"]]
+    assert not step["served"] and step["escalated"] and step["unit_read"]["ActiveState"] == "active", step
+    assert step["escalation"].startswith("sglang.service served no client (its run failed) and was still active 1 s "
+                                         "after SIGTERM: SIGKILL to its cgroup"), step
+
+
+def test_a_rollback_passes_the_failed_runs_word_to_the_stop(tmp_path, monkeypatch):
+    """back() gives stop_unit the plan's unit_served (the module's option), unset for a rollback on purpose."""
+    seen = []
+    monkeypatch.setattr(_switch_worker.Worker, "stop_unit", lambda self, unit, served=None: seen.append(served) or {})
+    for value in (False, None):
+        plan = _rollback_plan(tmp_path / str(value))
+        if value is not None:
+            plan["unit_served"] = value
+        worker = _switch_worker.Worker(plan, run=Systemd())
+        monkeypatch.setattr(_switch_worker._preflight, "vacant", lambda now, procs: dict(now, owner="unit"))
+        monkeypatch.setattr(worker, "verify_zero", lambda now, procs: {})
+        monkeypatch.setattr(worker, "release", lambda now: {})
+        monkeypatch.setattr(worker, "relaunch", lambda: {"pid": 1})
+        worker.back({"owner": "unit"}, {})
+    assert seen == [False, None]
+
+
 def test_a_unit_that_served_is_killed_when_the_drain_budget_runs_out(tmp_path):
     systemd = Stopping(None, **{"sglang.service": dict(SERVING)})
     plan = dict(_rollback_plan(tmp_path), drain=1.0)
