@@ -25,7 +25,8 @@ NUMBERS = (("cutover_drain_sec", 0), ("cutover_timeout_start_sec", 1), ("cutover
            ("cutover_prewarm_margin_gib", 0), ("cutover_bench_max_slowdown_pct", 0), ("cutover_record_history", 1))
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*\Z"
 # What one entry of cutover_ports may hold, and the role's variable each sets.
-SERVER_KEYS = ("port", "unit_name", "command", "extra_args", "environment", "working_directory", "user", "group")
+SERVER_KEYS = ("port", "unit_name", "command", "extra_args", "environment", "working_directory", "user", "group",
+               "gpus")
 
 
 def _show(value):

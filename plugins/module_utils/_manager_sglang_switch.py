@@ -40,6 +40,33 @@ STATE_ROOM = 512 * 1024
 FILE_ROOM = 16 * 1024  # and beside each of the unit's files, as much again as the file, for its temporary copy
 
 
+def stray_problems(insp, release_strays):
+    """What the strays of a preflight (inspect) keep the switch from: one that serves on a port of its own (never
+    released: the message says so, and suggests no release), another user's job (released only when the operator
+    lists its user), and the server's user's own when the switch may not release them."""
+    def named(rows):
+        return "; ".join("%d %s (%s%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]),
+                                           ", serving on port %s" % ", ".join(str(x) for x in s["serves"])
+                                           if s.get("serves") else "") for s in rows)
+    gpus = insp["gpus"]
+    serving = [s for s in insp["strays"] if s.get("serves")]
+    others = [s for s in insp["strays"] if not s.get("serves") and not s.get("releasable")]
+    own = [s for s in insp["strays"] if s.get("releasable")]
+    out = []
+    if serving:
+        out.append("processes outside the server's family that serve on ports of their own hold its GPUs %s: %s. "
+                   "The switch never stops a process that serves: move it to other GPUs or stop it yourself, or "
+                   "give the server other GPUs" % (gpus, named(serving)))
+    if others:
+        out.append("processes of other users hold the server's GPUs %s: %s. The switch releases only processes of "
+                   "the server's own user (%s), or of users listed in release_users (cutover_release_users)" % (
+                       gpus, named(others), (insp.get("server") or {}).get("user")))
+    if own and not release_strays:
+        out.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the switch to "
+                   "release them" % (gpus, named(own)))
+    return out
+
+
 class SglangSwitch(Base):
     """Preflight (always; alone in check mode), then the detached switch, waited for.
 
@@ -142,7 +169,9 @@ class SglangSwitch(Base):
         self.units = [] if self.back else _port_units.decide(
             _port_units.find(self.port, run, self.unit, server, redact=self.redact), p["existing_units"])
         insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), procs=procs, run=run,
-                                              flags=p["redact"], taken=self.taking("replace"), rank=p["rank"])
+                                              flags=p["redact"], taken=self.taking("replace"), rank=p["rank"],
+                                              gpus=p["gpus"], release_users=p["release_users"],
+                                              command=None if self.back else self.command)
         if self.back:
             insp = self.insp = _preflight.vacant(insp, procs)
         state = _systemd.show(run, self.unit)
@@ -150,11 +179,9 @@ class SglangSwitch(Base):
         refused = [u["summary"] for u in self.units if u["action"] == "refuse"]
         if refused:
             problems.append(_port_units.refusal(self.port, refused))
-        if insp["strays"] and not p["release_strays"]:
-            problems.append("processes outside the server's family hold its GPUs %s: %s. Stop them, or allow the "
-                            "switch to release them" % (insp["gpus"], "; ".join(
-                                "%d %s (%s)" % (s["pid"], s["cmdline"][:120], ", ".join(s["devices"]))
-                                for s in insp["strays"])))
+        problems.extend(stray_problems(insp, p["release_strays"]))
+        for w in insp["warnings"]:
+            self.module.warn(w)
         why = _multinode.refusal(self.port, self.command, "the unit's command for port", rank=p["rank"])
         if why and self.command and not self.back:
             problems.append(why)
@@ -276,7 +303,7 @@ class SglangSwitch(Base):
         plan = dict(id="%d-%d" % (int(self.since), os.getpid()), action=self.action, target=p["target"], port=self.port,
                     unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
                     release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"],
-                    rank=p["rank"])
+                    rank=p["rank"], given_gpus=p["gpus"], release_users=p["release_users"])
         self.committed = False
 
         if self.back and p["previous_of"]:

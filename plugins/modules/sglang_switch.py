@@ -85,12 +85,32 @@ options:
     default: 120
   release_strays:
     description:
-      - Stop processes outside the family that hold the server's GPUs, instead of failing preflight.
-      - The server's GPUs are the ones its schedulers hold (the C(sglang::scheduler*) members, and those nvidia-smi
-        lists with a CUDA context), as the preflight found them before anything ran; no stray on another GPU is
-        stopped.
+      - Stop processes outside the family that hold the server's GPUs, instead of failing preflight - only those of
+        the server's own user (real uid), or of a user in O(release_users), that serve on no port. Another user's
+        job, and a process that serves (another SGLang server and its family are neighbours, never strays), are
+        never stopped.
+      - The server's GPUs are those O(gpus) names, else the ones its arguments place it on (C(--base-gpu-id),
+        C(--gpu-id-step), the C(--tp)/C(--dp)/C(--pp) sizes, this node's share with C(--nnodes)) through its
+        C(CUDA_VISIBLE_DEVICES), as the preflight found them before anything ran; a device file a process holds,
+        or a process title, never widens them, and no stray on another GPU is stopped.
     type: bool
     default: false
+  release_users:
+    description:
+      - Users (names or numeric uids) whose processes on the server's GPUs O(release_strays) may stop too, besides
+        the server's own user's.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
+  gpus:
+    description:
+      - The server's GPUs (nvidia-smi's indices), when its arguments and C(CUDA_VISIBLE_DEVICES) cannot tell them
+        (a C(--config) file, a MIG instance) or tell them wrong. Empty - the default - reads them from the server.
+    type: list
+    elements: int
+    default: []
+    version_added: 0.3.0
   target:
     description:
       - V(unit) switches to the unit. V(capture) switches back (a rollback) - stops the unit, verifies zero,
@@ -424,6 +444,8 @@ def main():
         argument_spec=dict(
             TAKEOVER_SPEC,
             release_strays=dict(type="bool", default=False),
+            release_users=dict(type="list", elements="str", default=[]),
+            gpus=dict(type="list", elements="int", default=[]),
             target=dict(type="str", choices=[Targets.UNIT, Targets.CAPTURE], default=Targets.UNIT),
             restart=dict(type="bool", default=False),
             start=dict(type="bool", default=True),

@@ -6,15 +6,19 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from serving import serves_from_its_unit  # pylint: disable=import-error
 
 ROOT = os.environ["INFEROPS_ROOT"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 UNITS = {30000: "sglang-30000.service", 30001: "sglang-second.service"}
+pytestmark = pytest.mark.hosts("ports")  # the host `shared` is test_shared_gpu.py's
 
 
 def playbook(name, *extra, **kwargs):
-    p = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", name)] + list(extra),
+    p = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", name), "--limit", "ports"]
+                       + list(extra),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
                        env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
     assert p.returncode == kwargs.get("rc", 0), p.stdout[-4000:]

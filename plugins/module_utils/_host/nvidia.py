@@ -57,24 +57,38 @@ def holders(procs, devices=DEFAULT_DEVICES):
     return out
 
 
-def gpus_of(holders, members, smi):
-    """The GPUs a server uses: those its schedulers hold. A scheduler is a member titled sglang::scheduler*, or one
-    nvidia-smi (where it can be read) lists with a CUDA context; its GPUs are the ones nvidia-smi lists it on, else
-    its /dev/nvidiaN. Never any member's open device file: a member that opens every /dev/nvidiaN would make every
-    GPU the server's, and a release of strays would stop every tenant's job."""
-    on = {}
-    if smi.available:
-        try:
-            for app in smi.reading()["compute_apps"]:
-                if app["pid"] in members and app["gpu"] is not None:
-                    on.setdefault(app["pid"], set()).add(app["gpu"])
-        except (RuntimeError, OSError, ValueError, KeyError, CommandError):
-            on = {}  # no reading: the titled schedulers' device files alone
-    gpus = set(g for found in on.values() for g in found)
-    for h in holders:
-        if h.proc.pid in members and h.proc.pid not in on and h.proc.cmdline.startswith("sglang::scheduler"):
-            gpus.update(h.gpus)
-    return sorted(gpus)
+def visible(value, uuids=None):
+    """The physical GPU indices a process's CUDA_VISIBLE_DEVICES (value; None when unset) makes its GPUs 0, 1, ...:
+    a list (position i: the index of its GPU i), or None when unset (every GPU, in order). GPU UUIDs are mapped
+    through uuids ({uuid: index}, nvidia-smi's). ValueError, saying why, for what cannot be mapped (a MIG instance,
+    a UUID nvidia-smi does not list). CUDA stops at the first entry it cannot read, as here."""
+    if value is None:
+        return None
+    out = []
+    for word in value.split(","):
+        word = word.strip()
+        if not word:
+            break
+        if word.isdigit():
+            out.append(int(word))
+        elif word.startswith("GPU-") and uuids and word in uuids:
+            out.append(uuids[word])
+        elif word.startswith(("GPU-", "MIG-")):
+            raise ValueError("CUDA_VISIBLE_DEVICES=%s names %s, which nvidia-smi does not map to a GPU index here"
+                             % (value, word))
+        else:
+            break
+    return out
+
+
+def on_gpus(smi, pids):
+    """The GPUs nvidia-smi lists a CUDA context of one of pids on (a set), or None where it cannot be read."""
+    if not smi.available:
+        return None
+    try:
+        return set(a["gpu"] for a in smi.reading()["compute_apps"] if a["pid"] in pids and a["gpu"] is not None)
+    except (RuntimeError, OSError, ValueError, KeyError, CommandError):
+        return None
 
 
 class Plan:
@@ -130,6 +144,14 @@ class Smi:
             if line.strip():
                 rows.append(dict(zip(fields, [c.strip() for c in line.split(",")])))
         return rows
+
+    def uuids(self):
+        """{uuid: index} of the GPUs."""
+        return dict((r["uuid"], int(r["index"])) for r in self._query("gpu", ["index", "uuid"]))
+
+    def totals(self):
+        """{index: memory.total in MiB} of the GPUs."""
+        return dict((int(r["index"]), _num(r["memory.total"])) for r in self._query("gpu", ["index", "memory.total"]))
 
     def reading(self):
         """{'time', 'gpus': [{index, memory_used_mib}], 'compute_apps': [{pid, name, used_memory_mib, gpu}]}.

@@ -157,6 +157,20 @@ def listeners(port, procs):
     return sorted(pid for pid in procs if want & set(_procfs.open_files(pid).values()))
 
 
+def listening_ports(procs):
+    """{pid: [ports]} of every process holding a socket that listens on a TCP port (IPv4, IPv6)."""
+    port_of = dict(("socket:[%s]" % inode, lport) for state, dummy, lport, dummy2, dummy3, inode, dummy4 in _rows()
+                   if state == LISTEN and inode != "0")
+    out = {}
+    if not port_of:
+        return out
+    for pid in procs:
+        ports = set(port_of[t] for t in _procfs.open_files(pid).values() if t in port_of)
+        if ports:
+            out[pid] = sorted(ports)
+    return out
+
+
 def _fds_readable(pid):
     try:
         fds = os.listdir("%s/%d/fd" % (_procfs.PROC, pid))

@@ -170,3 +170,85 @@ def version(exe, asked, timeout=TIMEOUT):
 def public(v):
     """A version without its local part (0.5.23+cu130 -> 0.5.23): what SGLang's __version__ and its wheel agree on."""
     return v.partition("+")[0] if v else v
+
+
+# The options that decide which GPUs a server's schedulers run on, and the dest of each (argparse's aliases of one
+# option share a dest); FLAGS take no value. Read from the argv as argparse reads it: an option in full or as a prefix
+# of exactly one of them (a prefix SGLang itself finds ambiguous never reaches a running server), the last one wins.
+GPU_OPTIONS = (("--tp-size", "tp"), ("--tensor-parallel-size", "tp"), ("--dp-size", "dp"),
+               ("--data-parallel-size", "dp"), ("--pp-size", "pp"), ("--pipeline-parallel-size", "pp"),
+               ("--base-gpu-id", "base_gpu_id"), ("--gpu-id-step", "gpu_id_step"), ("--nnodes", "nnodes"),
+               ("--node-rank", "node_rank"), ("--mem-fraction-static", "mem_fraction_static"))
+GPU_FLAGS = (("--enable-dp-attention", "dp_attention"),)
+_GPU_DEFAULTS = {"tp": "1", "dp": "1", "pp": "1", "base_gpu_id": "0", "gpu_id_step": "1", "nnodes": "1",
+                 "node_rank": "0"}
+
+
+def _option(arg, table):
+    name, eq, value = arg.partition("=")
+    if not name.startswith("--") or len(name) < 4:
+        return None, None
+    hits = set(dest for full, dest in table if full == name) or set(
+        dest for full, dest in table if full.startswith(name))
+    return (hits.pop(), (value if eq else None)) if len(hits) == 1 else (None, None)
+
+
+def read_options(argv, options=GPU_OPTIONS, flags=GPU_FLAGS):
+    """{dest: text} of the options (and True for the flags) a server's argv gives, as argparse reads them."""
+    words = [str(a) for a in argv or ()]
+    found = {}
+    i = 1
+    while i < len(words):
+        dest, value = _option(words[i], tuple(options) + tuple(flags))
+        if dest in set(d for dummy, d in flags):
+            found[dest] = True
+        elif dest:
+            if value is None and i + 1 < len(words):
+                value = words[i + 1]
+                i += 1
+            if value is not None:
+                found[dest] = value
+        i += 1
+    return found
+
+
+def gpu_ids(argv):
+    """The GPU indices (as the server's CUDA_VISIBLE_DEVICES numbers them) its schedulers run on, from its argv
+    alone: --base-gpu-id, --gpu-id-step, --tp/--dp/--pp sizes, --nnodes/--node-rank (this node's share), as SGLang
+    0.5.x places them (engine.py's `base_gpu_id + (pp_rank % pp_per_node) * tp_per_node + (tp_rank % tp_per_node) *
+    gpu_id_step`; the data-parallel controller moves each replica on by tp * pp * gpu_id_step, apart from
+    --enable-dp-attention, whose replicas share the TP group). ValueError, saying why, when the argv cannot tell
+    (a --config file may set them, a value that is not a number)."""
+    words = [str(a) for a in argv or ()]
+    if any(_option(w, (("--config", "config"),))[0] for w in words[1:]):
+        raise ValueError("its --config file may set the options that place it")
+    found = dict(_GPU_DEFAULTS, **read_options(words))
+    try:
+        n = dict((k, int(found[k])) for k in _GPU_DEFAULTS)
+    except ValueError:
+        raise ValueError("its options %s are not all numbers" % ", ".join(
+            "%s=%s" % (k, found[k]) for k in sorted(_GPU_DEFAULTS)))
+    if min(n["tp"], n["dp"], n["pp"], n["nnodes"], n["gpu_id_step"]) < 1 or min(n["base_gpu_id"], n["node_rank"]) < 0:
+        raise ValueError("its sizes are not positive (%s)" % ", ".join("%s=%d" % (k, n[k]) for k in sorted(n)))
+    per_tp_group = max(n["nnodes"] // n["pp"], 1)
+    tp_per_node = max(n["tp"] // per_tp_group, 1)
+    pp_per_node = max(n["pp"] // n["nnodes"], 1)
+    tp_ranks = range(tp_per_node * (n["node_rank"] % per_tp_group), tp_per_node * (n["node_rank"] % per_tp_group + 1))
+    pp_ranks = range(pp_per_node * (n["node_rank"] // per_tp_group), pp_per_node * (n["node_rank"] // per_tp_group + 1))
+    replicas = 1 if found.get("dp_attention") is True else n["dp"]
+    out = set()
+    for dp in range(replicas):
+        for pp in pp_ranks:
+            for tp in tp_ranks:
+                out.add(n["base_gpu_id"] + dp * n["tp"] * n["pp"] * n["gpu_id_step"]
+                        + (pp % pp_per_node) * tp_per_node + (tp % tp_per_node) * n["gpu_id_step"])
+    return sorted(out)
+
+
+def mem_fraction(argv):
+    """--mem-fraction-static of an argv as a float, or None when it gives none (SGLang then picks one by GPU size)."""
+    value = read_options(argv).get("mem_fraction_static")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -9,7 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family, listeners as _listeners, multinode as _multinode
+from ansible_collections.inferops.sglang.plugins.module_utils._server import (
+    family as _family, listeners as _listeners, multinode as _multinode, sglang_args as _sglang_args)
 from ansible_collections.inferops.sglang.plugins.module_utils._host import nvidia as _nvidia, procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, run_command, timed
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
@@ -49,10 +50,92 @@ def vacant(insp, procs):
     server = insp["server"] and procs.get(insp["server"]["pid"])
     if insp["owner"] != Owners.ADHOC or server is None or _family.is_sglang(server):
         return insp
-    return dict(insp, owner=None, server=None, family=[], wrapper=None, gpus=[], strays=[], protected=[], problems=[])
+    return dict(insp, owner=None, server=None, family=[], wrapper=None, gpus=[], strays=[], protected=[], problems=[],
+                neighbours=[], warnings=[], gpus_from=None, gpu_memory=None)
 
 
-def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None):
+def decide_gpus(server, smi, given=None):
+    """(the server's GPUs, where they come from, why they cannot be known or None). Only what places the server
+    decides them: `given` (the operator's list), else its argv (--base-gpu-id, --gpu-id-step, --tp/--dp/--pp sizes,
+    this node's share with --nnodes) through its CUDA_VISIBLE_DEVICES. Never a device file a process holds, nor a
+    process title: the server's owner sets both."""
+    if given:
+        return sorted(set(int(g) for g in given)), "given (gpus)", None
+    try:
+        logical = _sglang_args.gpu_ids(server.argv)
+    except ValueError as e:
+        return [], None, str(e)
+    cvd = _procfs.environ(server.pid).get("CUDA_VISIBLE_DEVICES")
+    uuids = {}
+    if cvd and "GPU-" in cvd and smi.available:
+        try:
+            uuids = smi.uuids()
+        except (RuntimeError, OSError, ValueError, KeyError, CommandError):
+            uuids = {}
+    try:
+        shown = _nvidia.visible(cvd, uuids)
+    except ValueError as e:
+        return [], None, str(e)
+    if shown is None:
+        return logical, "its arguments (GPUs %s)" % logical, None
+    if any(i >= len(shown) for i in logical):
+        return [], None, "its arguments place it on GPUs %s of the %d that CUDA_VISIBLE_DEVICES=%s shows it" % (
+            logical, len(shown), cvd)
+    return sorted(set(shown[i] for i in logical)), "its arguments (GPUs %s) through CUDA_VISIBLE_DEVICES=%s" % (
+        logical, cvd), None
+
+
+def neighbours(procs, fam, listening):
+    """{pid: port} of the processes of every other SGLang server's family: a server (not of fam) that listens on a
+    port of its own, and its family. A neighbour is never a stray: it serves."""
+    out = {}
+    for q in procs.values():
+        if q.pid in fam or q.is_zombie or q.pid not in listening or not _family.is_sglang(q):
+            continue
+        parent = procs.get(q.ppid)
+        if parent is not None and parent.cmdline == q.cmdline:
+            continue  # a forked child of a server: its main process counts
+        for pid in _family.family_of(q, procs):
+            if pid not in fam:
+                out.setdefault(pid, listening[q.pid][0])
+    return out
+
+
+def memory_check(fam, shared, smi, fraction):
+    """Whether the GPU memory the old family frees on each GPU it shares with a neighbour is what the new unit needs
+    (--mem-fraction-static of the GPU's memory): ({known, why, gpus: [{index, total_mib, used_mib, freed_mib,
+    free_after_mib, needs_mib}]}, [problems])."""
+    if not shared:
+        return None, []
+    if fraction is None:
+        return {"known": False, "why": "the unit's command gives no --mem-fraction-static (SGLang picks one by the "
+                                       "GPU's size)"}, []
+    if not smi.available:
+        return {"known": False, "why": "nvidia-smi is not there to read the GPUs' memory"}, []
+    try:
+        totals = smi.totals()
+        reading = smi.reading()
+    except (RuntimeError, OSError, ValueError, KeyError, CommandError) as e:
+        return {"known": False, "why": "nvidia-smi could not be read: %s" % e}, []
+    rows, problems = [], []
+    for g in reading["gpus"]:
+        i = g["index"]
+        if i not in shared or totals.get(i) is None or g["memory_used_mib"] is None:
+            continue
+        freed = sum(a["used_memory_mib"] or 0 for a in reading["compute_apps"] if a["gpu"] == i and a["pid"] in fam)
+        free_after = totals[i] - g["memory_used_mib"] + freed
+        needs = int(fraction * totals[i])
+        rows.append({"index": i, "total_mib": totals[i], "used_mib": g["memory_used_mib"], "freed_mib": freed,
+                     "free_after_mib": free_after, "needs_mib": needs})
+        if free_after < needs:
+            problems.append("GPU %d, shared with another SGLang server: the unit needs %d MiB (--mem-fraction-static "
+                            "%g of %d MiB), and once the old family's %d MiB are freed only %d MiB are free" % (
+                                i, needs, fraction, totals[i], freed, free_after))
+    return {"known": True, "why": None, "gpus": rows}, problems
+
+
+def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None,
+            gpus=None, release_users=(), command=None):
     """What serves `port` and what a switch to `unit` (a name without .service) would touch; `rank`, when the switch
     is one rank's of a multi-node server switched as a group (the server must be that rank).
 
@@ -60,12 +143,19 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
     problems: reasons the switch must not begin (anything that listens but is not an SGLang server,
     another service whose main process is the server - unless it is one the switch takes over, in `taken` -,
     listeners outside the family).
-    strays: processes outside the family on the server's GPUs (not protected): the caller decides.
+    gpus: the server's GPUs (decide_gpus: `gpus` when given, else its arguments and CUDA_VISIBLE_DEVICES), gpus_from
+    where they come from; warnings: what the caller should say (the GPUs cannot be known, nvidia-smi disagrees).
+    neighbours: the processes of other SGLang servers (each listening on a port of its own) on the server's GPUs:
+    never strays. gpu_memory: with neighbours, whether the old family frees what `command` (the unit's) needs.
+    strays: processes outside the family on the server's GPUs (not protected, not neighbours): the caller decides.
+    Each says the ports it serves on (`serves`: never released) and whether the switch may release it
+    (`releasable`: it serves nothing, and it is the server's user's or of a user in release_users).
     """
     procs = _procfs.snapshot() if procs is None else procs
     service = unit + ".service"
     out = {"port": port, "unit": service, "owner": None, "server": None, "family": [], "wrapper": None,
-           "gpus": [], "strays": [], "protected": [], "problems": []}
+           "gpus": [], "strays": [], "protected": [], "problems": [], "neighbours": [], "warnings": [],
+           "gpus_from": None, "gpu_memory": None}
     pids = _listeners.listeners(port, procs)
     if not pids:
         hidden = _listeners.hidden_listeners(port, procs)
@@ -104,7 +194,21 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
                 pid, redact(procs[pid].cmdline)[:200], port))
     fam = set(members)
     holders = _nvidia.holders(procs, devices)
-    gpus = out["gpus"] = _nvidia.gpus_of(holders, fam, _nvidia.Smi(run))
+    smi = _nvidia.Smi(run)
+    gpus, out["gpus_from"], unknown = decide_gpus(server, smi, gpus)
+    out["gpus"] = gpus
+    if unknown:
+        out["warnings"].append(
+            "the GPUs of the server on port %d cannot be known: %s. No process outside its family is refused or "
+            "released for them; name them with gpus (cutover_gpus)" % (port, unknown))
+    seen = _nvidia.on_gpus(smi, fam)
+    if seen and gpus and seen - set(gpus):
+        out["warnings"].append("nvidia-smi lists the server's family on GPUs %s, outside the GPUs %s: %s; those count "
+                               "for nothing: name them with gpus (cutover_gpus) if they are the server's" % (
+                                   sorted(seen - set(gpus)), out["gpus_from"], gpus))
+    listening = _listeners.listening_ports(procs)
+    near = neighbours(procs, fam, listening)
+    allowed = set(str(u) for u in release_users or ())
     selector = Selector(required=False)
     ancestors = set(_procfs.ancestors(selector.me, procs))
     for pid in members:
@@ -112,13 +216,27 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
         if why:  # the family is stopped without the selector's refusals: none of them may be in it
             out["problems"].append("pid %d (%s) is of the server's family and is never stopped: %s" % (
                 pid, redact(procs[pid].cmdline)[:200], why))
+    shared = set()
     for h in holders:
         if h.proc.pid in fam or h.proc.is_zombie or not set(h.gpus) & set(gpus):
             continue
-        why = selector.refusal(h.proc, ancestors)
         row = _row(h.proc, redact, devices=h.files, gpus=h.gpus)
+        if h.proc.pid in near:
+            out["neighbours"].append(dict(row, port=near[h.proc.pid]))
+            shared.update(set(h.gpus) & set(gpus))
+            continue
+        why = selector.refusal(h.proc, ancestors)
         if why:
             out["protected"].append(dict(row, reason=why))
         else:
-            out["strays"].append(row)
+            serves = listening.get(h.proc.pid, [])
+            theirs = h.proc.uid == server.uid or str(h.proc.uid) in allowed or _procfs.user_name(h.proc.uid) in allowed
+            out["strays"].append(dict(row, serves=serves, releasable=bool(theirs and not serves)))
+    if shared and command:
+        out["gpu_memory"], short = memory_check(fam, shared, smi, _sglang_args.mem_fraction(command))
+        out["problems"].extend(short)
+        if not out["gpu_memory"]["known"]:
+            out["warnings"].append("GPUs %s are shared with another SGLang server: whether the memory the old family "
+                                   "frees is what the unit needs cannot be known: %s" % (
+                                       sorted(shared), out["gpu_memory"]["why"]))
     return out

@@ -139,7 +139,8 @@ class Worker:
         procs = _procfs.snapshot()
         taken = plan.get("units") or []  # the units that could serve the port, disabled by the run that claimed it
         now = _preflight.inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run, taken=taken,
-                                 rank=plan.get("rank"))
+                                 rank=plan.get("rank"), gpus=plan.get("given_gpus"),
+                                 release_users=plan.get("release_users") or ())
         self.stop_began = None
         if plan.get("target") == Targets.CAPTURE:
             return self.back(now, procs)
@@ -343,9 +344,11 @@ class Worker:
     def release(self, before):
         """Stop what still holds the server's GPUs: the family's leftovers, and strays when allowed - only on the GPUs
         the module's preflight attributed to the server before anything ran (the plan's): what the worker finds now
-        never widens them."""
+        never widens them. A stray is released only when the preflight found it releasable (the server's user's, or
+        of a user the operator listed, serving nothing): never another server's process, nor another user's job."""
         allowed = set((f["pid"], f["starttime"]) for f in before["family"])
-        strays = set((s["pid"], s["starttime"]) for s in before["strays"]) if self.plan["release_strays"] else set()
+        strays = set((s["pid"], s["starttime"]) for s in before["strays"] if s.get("releasable")) \
+            if self.plan["release_strays"] else set()
         theirs = set(before["gpus"]) & set(self.plan.get("gpus", []))
         procs = _procfs.snapshot()
         targets = [h.proc for h in _nvidia.holders(procs, self.plan["devices"]) if not h.proc.is_zombie and (

@@ -27,7 +27,7 @@ class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
     defaults = dict(redact=[], record=None, wait=None, existing_units="replace", capture=None, user="root", group=None,
-                    start=True, rank=None)
+                    start=True, rank=None, gpus=[], release_users=[])
 
 
 def wait(url, **kw):
@@ -489,3 +489,40 @@ def test_a_restart_that_changes_the_unit_keeps_its_files_as_they_served_for_its_
     mgr.action = "switch"  # a later switch of another kind: the kept copy is no longer anyone's way back
     mgr.keep_previous("r3")
     assert not (state / "previous-unit.json").exists()
+
+
+SERVING_HOLDER = """
+import socket, sys, time
+held = open(sys.argv[2], "rb")
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[3])))
+s.listen()
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("release_strays", [False, True])
+def test_a_process_that_serves_on_the_servers_gpu_is_never_offered_for_release(shell, spawn, tmp_path, monkeypatch,
+                                                                               release_strays):
+    """A program that is no SGLang server, listening on a port of its own, holds the server's GPU 0: the preflight
+    refuses, says the switch never stops a process that serves, and suggests no release - with release_strays too."""
+    monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
+    venv = double_venv(tmp_path)
+    port, theirs = free_port(), free_port()
+    shell("%s --tp 1 > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    (tmp_path / "nvidia0").touch()
+    other = spawn.python(SERVING_HOLDER, str(tmp_path / "nvidia0"), str(theirs))
+    wait_listening(theirs)
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port)]
+    mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0,
+                            release_strays=release_strays, target="unit", restart=False, executable=venv.python,
+                            command=command, devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=None))
+    with pytest.raises(Failed) as e:
+        mgr.run()
+    msg = e.value.args[0]["msg"]
+    assert msg.startswith("preflight failed, nothing was touched: processes outside the server's family that serve on "
+                          "ports of their own hold its GPUs [0]: %d " % other.pid), msg
+    assert "serving on port %d" % theirs in msg and "The switch never stops a process that serves" in msg, msg
+    assert "allow the switch to release" not in msg and "release_users" not in msg, msg
+    assert other.poll() is None and _listeners.listeners(port, _procfs.snapshot()) == [pid]

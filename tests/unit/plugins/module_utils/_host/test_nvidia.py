@@ -221,24 +221,17 @@ def titled(title, *files):
     return p
 
 
-def test_the_servers_gpus_are_its_schedulers(devices, spawn, tmp_path, smi_readings):
-    """A member that opens every /dev/nvidiaN (the owner's own code can) does not make every GPU the server's: the
-    schedulers' GPUs count, as nvidia-smi lists their CUDA contexts where it can be read, else their device files."""
-    four = [str(devices / "nvidia2"), str(devices / "nvidia3")]
-    for f in four:
-        open(f, "w").close()
-    sched = titled("sglang::scheduler_TP0", devices / "nvidia0", devices / "nvidiactl")
-    greedy = titled("sglang::detokenizer", *[str(devices / ("nvidia%d" % i)) for i in range(4)])
-    spawn.procs.extend([sched, greedy])
-    procs = _procfs.snapshot()
-    holders = _nvidia.holders(procs, globs(devices))
-    members = set([sched.pid, greedy.pid])
-    assert sorted(set(g for h in holders if h.proc.pid in members for g in h.gpus)) == [0, 1, 2, 3], "what it opens"
-    assert _nvidia.gpus_of(holders, members, _nvidia.Smi(run_command, path=None)) == [0]
-    smi, dummy = smi_readings([((100, 200), [(sched.pid, 4000, 1)])])
-    assert _nvidia.gpus_of(holders, members, smi) == [1], "nvidia-smi's context of the scheduler decides"
-    smi, dummy = smi_readings([((100, 200), [(greedy.pid, 10, 0)])])
-    assert _nvidia.gpus_of(holders, members, smi) == [0], "a member with a CUDA context is a scheduler too"
+def test_cuda_visible_devices_maps_the_servers_gpus():
+    """Position i of CUDA_VISIBLE_DEVICES is the process's GPU i: numbers, and GPU UUIDs through nvidia-smi's map;
+    unset, every GPU in order; what cannot be mapped (a MIG instance, an unknown UUID) is said, never guessed."""
+    assert _nvidia.visible(None) is None
+    assert _nvidia.visible("2,3,5,7") == [2, 3, 5, 7]
+    assert _nvidia.visible("") == []
+    assert _nvidia.visible("GPU-77ab,0", {"GPU-77ab": 1}) == [1, 0]
+    for value in ("MIG-1234", "GPU-ffff"):
+        with pytest.raises(ValueError) as e:
+            _nvidia.visible(value, {"GPU-77ab": 1})
+        assert "which nvidia-smi does not map to a GPU index here" in str(e.value)
 
 
 def test_a_release_of_strays_never_leaves_the_plans_gpus(run, devices, tmp_path):
@@ -247,7 +240,7 @@ def test_a_release_of_strays_never_leaves_the_plans_gpus(run, devices, tmp_path)
     from ansible_collections.inferops.sglang.plugins.module_utils._switch import worker as _switch_worker
 
     stray = run(programs.HOLDER, str(devices / "nvidia1"))[0]
-    ident = {"pid": stray.pid, "starttime": _procfs.starttime(stray.pid)}
+    ident = {"pid": stray.pid, "starttime": _procfs.starttime(stray.pid), "releasable": True}
     before = {"family": [], "strays": [ident], "gpus": [0, 1]}
     plan = dict(id="m", action="switch", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(tmp_path),
                 drain=1.0, release_strays=True, devices=globs(devices), gpus=[0])

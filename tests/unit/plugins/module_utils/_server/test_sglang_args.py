@@ -80,3 +80,32 @@ def test_the_parse_runs_as_the_owner(nobody_venv):
         "SGLang refuses the server's arguments: launch_server.py: error: unrecognized arguments: --x")
     assert _sglang_args.refusal(nobody_venv.python, ["--model-path", "m"], "launch_server.py", owner=owner) is None
     assert nobody_venv.ran_as() and set(nobody_venv.ran_as()) == {NOBODY.pw_uid}
+
+
+@pytest.mark.parametrize("args, gpus", [
+    ([], [0]),
+    (["--tp", "4"], [0, 1, 2, 3]),
+    (["--tp-size", "2", "--tp=4"], [0, 1, 2, 3]),  # the last one wins, as in argparse
+    (["--tensor-parallel-size", "2", "--base-gpu-id", "4"], [4, 5]),
+    (["--tp", "2", "--gpu-id-step", "2", "--base-gpu-id", "1"], [1, 3]),
+    (["--tp", "2", "--dp", "2"], [0, 1, 2, 3]),
+    (["--tp", "2", "--dp-size", "2", "--gpu-id-step", "2"], [0, 2, 4, 6]),
+    (["--tp", "4", "--dp", "4", "--enable-dp-attention"], [0, 1, 2, 3]),  # the replicas share the TP group
+    (["--tp", "2", "--pp-size", "2"], [0, 1, 2, 3]),
+    (["--tp", "8", "--nnodes", "2", "--node-rank", "1"], [0, 1, 2, 3]),  # this node's share
+    (["--tp", "4", "--nnodes", "2", "--node-rank", "1", "--base-gpu-id", "2"], [2, 3]),
+])
+def test_the_gpus_a_servers_arguments_place_it_on(args, gpus):
+    argv = ["/v/bin/python", "-m", "sglang.launch_server", "--model-path", "/m"] + args
+    assert _sglang_args.gpu_ids(argv) == gpus
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--config", "c.yaml"], "its --config file may set the options that place it"),
+    (["--tp", "two"], "are not all numbers"),
+    (["--tp", "0"], "are not positive"),
+])
+def test_arguments_that_cannot_tell_the_gpus_say_why(args, why):
+    with pytest.raises(ValueError) as e:
+        _sglang_args.gpu_ids(["python", "-m", "sglang.launch_server"] + args)
+    assert why in str(e.value)

@@ -130,3 +130,65 @@ def test_a_protected_process_in_the_family_stops_the_switch(shell, tmp_path):
     found = wait_for(looked, 15)
     (why,) = found["problems"]
     assert "is of the server's family and is never stopped: protected (dockerd)" in why, why
+
+
+def _inspect(port, tmp_path, **kw):
+    return _preflight.inspect(port, "sglang", [str(tmp_path / "nvidia*")], run=Systemctl(), **kw)
+
+
+def _schedulers(found, n):
+    return found if len([m for m in found["family"] if m["cmdline"].startswith("sglang::scheduler")]) == n else None
+
+
+def test_a_titled_member_never_widens_the_servers_gpus(shell, run, tmp_path):
+    """The owner titles a process of the server's session sglang::scheduler_TP7 and has it open /dev/nvidia3 (no
+    CUDA context): the server's GPUs are still those its arguments give (--tp 2: 0 and 1), so another job on GPU 3
+    is nothing of the switch's."""
+    for n in range(4):
+        (tmp_path / ("nvidia%d" % n)).touch()
+    port = free_port()
+    shell("%s > s.log 2>&1 & sleep 0.5; ( exec 3<nvidia3 -a sglang::scheduler_TP7 sleep 600 & ); wait" % server_cmd(port))
+    wait_listening(port)
+    job = run(programs.HOLDER, str(tmp_path / "nvidia3"))[0]
+    found = wait_for(lambda: _schedulers(_inspect(port, tmp_path), 3), 15)
+    assert found["gpus"] == [0, 1], found["gpus"]
+    assert found["gpus_from"] == "its arguments (GPUs [0, 1])"
+    assert job.pid not in [s["pid"] for s in found["strays"]] and found["problems"] == []
+
+
+def test_the_servers_gpus_come_from_its_arguments_through_cuda_visible_devices(shell, tmp_path):
+    """--tp 2 --base-gpu-id 1 --gpu-id-step 2 places the schedulers on the server's GPUs 1 and 3, which
+    CUDA_VISIBLE_DEVICES=2,3,5,7 makes GPUs 3 and 7 (the double's schedulers open other device files: they count for
+    nothing). An operator's gpus override them."""
+    for n in range(8):
+        (tmp_path / ("nvidia%d" % n)).touch()
+    port = free_port()
+    shell("CUDA_VISIBLE_DEVICES=2,3,5,7 %s --base-gpu-id 1 --gpu-id-step 2 > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    found = wait_for(lambda: _schedulers(_inspect(port, tmp_path), 2), 15)
+    assert found["gpus"] == [3, 7], found["gpus"]
+    assert found["gpus_from"] == "its arguments (GPUs [1, 3]) through CUDA_VISIBLE_DEVICES=2,3,5,7"
+    assert _inspect(port, tmp_path, gpus=[4])["gpus"] == [4]
+
+
+def test_another_sglang_server_on_the_same_gpu_is_a_neighbour_never_a_stray(shell, tmp_path):
+    """Two small servers side by side on GPU 0, each listening on its own port: to the switch of either the other's
+    processes are neighbours - not strays, no problem - and whether the memory the old family frees is what the unit
+    needs is said to be unknowable here (no nvidia-smi)."""
+    a, b = free_port(), free_port()
+    shell("%s --tp 1 --mem-fraction-static 0.4 > a.log 2>&1 & %s --tp 1 --mem-fraction-static 0.4 > b.log 2>&1 & wait"
+          % (server_cmd(a), server_cmd(b)))
+    wait_listening(a)
+    (b_server,) = wait_listening(b)
+    command = ["/v/bin/python", "-m", "sglang.launch_server", "--port", str(a), "--mem-fraction-static", "0.4"]
+
+    def looked():
+        f = _schedulers(_inspect(a, tmp_path, command=command), 1)
+        return f if f and f["neighbours"] else None
+    found = wait_for(looked, 15)
+    assert found["gpus"] == [0] and found["strays"] == [] and found["problems"] == []
+    (near,) = found["neighbours"]
+    assert near["port"] == b and near["cmdline"].startswith("sglang::scheduler")
+    assert near["pid"] in _procfs.descendants(_procfs.snapshot(), [b_server])
+    assert found["gpu_memory"] == {"known": False, "why": "nvidia-smi is not there to read the GPUs' memory"}
+    assert any("shared with another SGLang server" in w for w in found["warnings"])

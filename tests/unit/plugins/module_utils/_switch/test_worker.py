@@ -545,3 +545,32 @@ def test_a_rollback_stops_the_unit_though_another_program_holds_the_port_and_lea
     assert outcome["error"].startswith("RuntimeError: not zero: family pids [] alive, port %d held by ['%d (" % (
         plan["port"], holder.pid)), outcome["error"]
     assert holder.poll() is None
+
+
+def test_a_release_of_strays_stops_the_servers_users_own_never_another_users_job(shell, run, tmp_path):
+    """release_strays with a root server on GPU 0: root's own stray there is released; a job of nobody's on GPU 0
+    lives on (another user's job is never the switch's to stop), unless the operator lists nobody in release_users."""
+    port = free_port()
+    shell("%s --tp 1 > s.log 2>&1 & wait" % server_cmd(port))
+    wait_listening(port)
+    gpu0 = str(tmp_path / "nvidia0")
+    own = run(programs.HOLDER, gpu0)[0]
+    theirs = subprocess.Popen(["bash", "-c", "exec 3<%s setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600"
+                               % gpu0], stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _procfs.read(theirs.pid).uid == 65534 and _procfs.read(theirs.pid).cmdline.startswith("sleep"))
+        found = _preflight.inspect(port, "sglang", [str(tmp_path / "nvidia*")], run=Systemctl())
+        rows = dict((s["pid"], s) for s in found["strays"])
+        assert rows[own.pid]["releasable"] is True and rows[theirs.pid]["releasable"] is False, rows
+        listed = _preflight.inspect(port, "sglang", [str(tmp_path / "nvidia*")], run=Systemctl(),
+                                    release_users=["nobody"])
+        assert [s["releasable"] for s in listed["strays"] if s["pid"] == theirs.pid] == [True]
+        plan = dict(id="t9", action="switch", port=port, unit="sglang.service", unit_name="sglang",
+                    state_dir=str(tmp_path / "state"), drain=5.0, release_strays=True,
+                    devices=[str(tmp_path / "nvidia*")], gpus=found["gpus"])
+        detail = _switch_worker.Worker(plan, run=Systemctl()).release(dict(found, family=[]))
+        assert detail["released"] == [own.pid] and own.wait(timeout=15) is not None
+        assert theirs.poll() is None, "another user's job was stopped"
+    finally:
+        theirs.kill()
+        theirs.wait()
