@@ -11,10 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.inferops.sglang.plugins.module_utils._host.nvidia import DEFAULT_DEVICES
 from ansible_collections.inferops.sglang.plugins.module_utils._host.selection import DEFAULT_MAX_TARGETS
+# A service's name (without .service, an optional @instance): the rule lives with the unit's files, in _host/unit.py;
+# sglang_switch, sglang_adopt and the filters take it from here as they take the specs.
+from ansible_collections.inferops.sglang.plugins.module_utils._host.unit import (  # noqa: F401 pylint: disable=unused-import
+    UNIT_NAME, check_unit_name, is_unit_name)
 
 # Flags whose value is masked in what a module returns (inferops.sglang.server.redact, or inferops.sglang.selection).
 REDACT_SPEC = dict(redact=dict(type="list", elements="str", default=[], no_log=False))
@@ -83,24 +85,9 @@ WAIT_SPEC = dict(
     timeout=dict(type="float", default=900.0),
 )
 
-# A service's name without .service (an optional @instance), as sglang_switch, sglang_adopt and sglang_unit take it.
-UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?\Z"
-
 
 def check_port(port, fail):
     """port, or fail(message) when no server can listen on it."""
     if not 0 < port < 65536:
         fail("port must be 1-65535, not %d" % port)
     return port
-
-
-def is_unit_name(name):
-    """Whether name is a service's name as the modules and the roles take it: no .service, an optional @instance."""
-    return bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
-
-
-def check_unit_name(name, option, fail):
-    """name (given as option), or fail(message) when it is not a service's name without .service."""
-    if not is_unit_name(name):
-        fail("%s %r: give the service's name without .service, of letters, digits and _ . : -" % (option, name))
-    return name

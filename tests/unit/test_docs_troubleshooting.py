@@ -21,7 +21,7 @@ def test_the_scan_finds_the_messages_of_modules_and_roles():
     assert any(w.startswith("plugins/module_utils/_switch/preflight.py") for w in wheres)  # the preflight's problems
     assert any(w.startswith("plugins/module_utils/_manager_sglang_switch.py") for w in wheres)
     assert any(w.startswith("roles/cutover/tasks/main.yml") for w in wheres)
-    assert any(w.startswith("roles/nccl_env/") for w in wheres)
+    assert any(w.startswith("roles/sglang_patches/") for w in wheres)  # a role's beside the cutover's
     assert any(w.startswith("plugins/module_utils/_server/readiness.py") for w in wheres)  # raised, then fail(str(e))
     assert any(w.startswith("plugins/module_utils/_host/selection.py") for w in wheres)
 

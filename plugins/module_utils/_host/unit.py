@@ -2,23 +2,26 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A systemd unit's text before it is installed: optional dependencies, the settings the host's systemd knows, and
-systemd-analyze's verdict."""
+"""A service's name, and a systemd unit's text before it is installed: optional dependencies, the settings the host's
+systemd knows, and systemd-analyze's verdict."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import os
+import re
 import shutil
 import tempfile
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import files as _files, systemd as _systemd
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, timed
-from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_unit_name
 
 TIMEOUT = 60
+
+# A service's name without .service (an optional @instance), as sglang_switch, sglang_adopt and sglang_unit take it.
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?\Z"
 
 # Each setting the unit template (roles/systemd_unit/templates/unit.service.j2) writes, and the first systemd that
 # knows it (systemd's NEWS); 0: in every systemd a supported distribution ships (219 and older). A `Key=value` entry
@@ -40,6 +43,18 @@ SINCE = {
 }
 # What an older systemd gets instead of a value it does not know (a setting without one is left out).
 INSTEAD = {"Type=exec": "Type=simple", "KillMode=mixed": "KillMode=control-group"}
+
+
+def is_unit_name(name):
+    """Whether name is a service's name as the modules and the roles take it: no .service, an optional @instance."""
+    return bool(re.match(UNIT_NAME, name)) and not name.endswith(".service")
+
+
+def check_unit_name(name, option, fail):
+    """name (given as option), or fail(message) when it is not a service's name without .service."""
+    if not is_unit_name(name):
+        fail("%s %r: give the service's name without .service, of letters, digits and _ . : -" % (option, name))
+    return name
 
 
 def with_wants(text, units):

@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A venv and who controls it: its folder (above the interpreter's bin/), its owner, whether root may run its
 interpreter (no other user can change the interpreter, the venv, its site-packages, their .pth files or the sglang
-package), whether a path its interpreter printed lies inside it, and a key naming it."""
+package), whether a path its interpreter printed lies inside it, a key naming it, and one file of its site-packages
+put in place or removed (by its owner, through _owner.Owner.call)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,8 +15,11 @@ import glob
 import hashlib
 import os
 import stat
+import tempfile
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
+
+NOT_REGULAR = "(not a regular file)"
 
 
 def folder(python):
@@ -80,3 +84,41 @@ def inside(path, venv):
 def key(venv):
     """A name for the venv (its resolved folder's hash): what is kept of one venv is never applied to another."""
     return hashlib.sha256(os.path.realpath(venv).encode("utf-8")).hexdigest()[:16]
+
+
+def site_file(venv, site, name, content, write):
+    """One file of the venv's site-packages made to hold content (text; None: no such file), in the caller's name: the
+    venv's owner calls it (_owner.Owner.call), so it follows only what the owner may. site, once its links are
+    resolved, must lie inside the venv: else {"outside": the resolved folder}, nothing looked at. The file is read
+    without following a link or blocking on a FIFO (anything but a regular file differs), and when it differs and
+    `write`, replaced by a new file (a random name, 0644, renamed over it: never written through a link) or removed.
+    Returns {"path", "before" (its text, None when absent), "changed"}."""
+    folder = os.path.realpath(site)
+    if not inside(folder, venv):
+        return {"outside": folder}
+    path = os.path.join(folder, name)
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        regular, data = None, None
+    if regular:
+        data = _owner.read_regular(path)
+    elif regular is not None:  # a link, a folder, a FIFO...: never read, always replaced
+        data = NOT_REGULAR.encode("utf-8")
+    want = None if content is None else content.encode("utf-8")
+    changed = regular is False or data != want
+    if changed and write:
+        if want is None:
+            os.unlink(path)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + name + ".")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(want)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                raise
+    return {"path": path, "before": None if data is None else data.decode("utf-8", "replace"), "changed": changed}

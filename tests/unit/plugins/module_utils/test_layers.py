@@ -76,15 +76,24 @@ def test_mechanisms_import_no_manager_nor_the_managers_base():
     assert not [m for m, n in crossing.items() if n], crossing
 
 
+def shared_below(room):
+    """The shared files a file of room may import: those that import nothing of room or a higher room (_specs
+    imports _host for its defaults, so no _host file imports _specs: that arrow would run back up)."""
+    below = ROOMS[:ROOMS.index(room)]
+    return tuple(s for s in SHARED if (MODULE_UTILS / (s + ".py")).exists() and all(
+        n.split(".", maxsplit=1)[0] in below for n in imported(MODULE_UTILS / (s + ".py"))))
+
+
 def test_the_rooms_point_down():
-    """A file of a room imports its own room's files, a lower room's and the shared ones only; the shared ones
-    import only _host (the specs' defaults) or nothing."""
+    """A file of a room imports its own room's files, a lower room's and the shared ones below it only (a shared
+    one that imports this room or a higher one is above it); the shared ones import only _host (the specs'
+    defaults) or nothing."""
     upward = {}
     for path in mechanisms():
         name = name_of(path)
         room = name.split(".", maxsplit=1)[0]
         if room in ROOMS:
-            allowed = ROOMS[:ROOMS.index(room) + 1] + SHARED
+            allowed = ROOMS[:ROOMS.index(room) + 1] + shared_below(room)
         elif room in SHARED:
             allowed = ("_host",)
         else:  # _base, for the managers: the host's mechanisms and the specs
@@ -110,5 +119,31 @@ def test_the_check_of_the_rooms_finds_an_import_upward(tmp_path):
             assert "_host.procfs" in str(e) and "_switch.states" in str(e)
         else:
             raise AssertionError("an import of _switch from _host passed the check")
+    finally:
+        globals()["MODULE_UTILS"] = ROOT / "plugins" / "module_utils"
+
+
+def test_the_check_of_the_rooms_finds_a_host_file_importing_the_specs(tmp_path):
+    """_specs imports _host (its defaults): a _host file that imports _specs closes a circle."""
+    room = tmp_path / "module_utils"
+    for folder in ROOMS:
+        (room / folder).mkdir(parents=True)
+        (room / folder / "__init__.py").write_text("")
+    (room / "_specs.py").write_text(
+        "from ansible_collections.inferops.sglang.plugins.module_utils._host.nvidia import DEFAULT_DEVICES\n")
+    (room / "_state_dir.py").write_text("")
+    (room / "_host" / "unit.py").write_text(
+        "from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_unit_name\n"
+        "from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir\n")
+    (room / "_server" / "port_units.py").write_text(
+        "from ansible_collections.inferops.sglang.plugins.module_utils._specs import PORT_SPEC\n")
+    globals()["MODULE_UTILS"] = room
+    try:
+        try:
+            test_the_rooms_point_down()
+        except AssertionError as e:
+            assert "{'_host.unit': ['_specs']}" in str(e), str(e)
+        else:
+            raise AssertionError("an import of _specs from _host passed the check")
     finally:
         globals()["MODULE_UTILS"] = ROOT / "plugins" / "module_utils"
