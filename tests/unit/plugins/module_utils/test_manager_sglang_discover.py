@@ -30,7 +30,7 @@ def cap(tmp_path):
         evict(write(model / name, 8 * MIB))
     (model / "config.json").write_text("{}")
     return {"argv": ["python", "-m", "sglang.launch_server", "--model-path", "llama"], "environment": {},
-            "cwd": str(tmp_path), "user": "root"}
+            "cwd": str(tmp_path), "user": "root", "uid": 0}
 
 
 def test_auto_warms_what_the_switch_will_load(cap):

@@ -75,6 +75,7 @@ def _reap():
 def owners_command(folder, log, **kw):
     """A capture of a command nobody ran in folder, its output to log."""
     return dict(dict(argv=["sh", "-c", "echo started; id -u; exec sleep 30"], argv0_resolved="/bin/sh",
+                     exe=os.path.realpath("/bin/sh"), argv0_matches_exe=True,
                      environment={"PATH": "/usr/bin:/bin"}, cwd=str(folder), uid=NOBODY.pw_uid, gid=NOBODY.pw_gid,
                      stdout=str(log), stderr=str(log)), **kw)
 
