@@ -489,3 +489,21 @@ def test_a_restart_that_changes_the_unit_keeps_its_files_as_they_served_for_its_
     mgr.action = "switch"  # a later switch of another kind: the kept copy is no longer anyone's way back
     mgr.keep_previous("r3")
     assert not (state / "previous-unit.json").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: the command is nobody's")
+@pytest.mark.parametrize("name, first", [("sglang", "#!/usr/bin/python3\n"), ("serve.sh", "#!/bin/sh\n")])
+def test_the_probe_never_runs_as_root_a_command_another_user_can_change_whatever_it_is(home, name, first):
+    """Not only a python's venv: nobody's console script (its shebang root's python) or shell script is never probed as
+    root; the warning names it."""
+    script = home / name
+    script.write_text(first)
+    script.chmod(0o755)
+    os.chown(str(script), NOBODY.pw_uid, NOBODY.pw_gid)
+    mgr = SglangSwitch(Module(port=30000, unit="sglang", state_dir="/nonexistent", drain=1.0, target="unit",
+                              executable=str(script), command=[str(script), "serve", "--model-path", "m"], timeout=None))
+    mgr.validate()
+    mgr.probe()
+    assert (mgr.asked, mgr.parsing) == (None, None)
+    (warning,) = mgr.module.warnings
+    assert "it would run as root, and %s is owned by nobody" % home in warning
