@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
-    listeners as _listeners, port_units as _port_units, sglang_args as _sglang_args)
+    capture as _capture, listeners as _listeners, port_units as _port_units, sglang_args as _sglang_args)
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, procfs as _procfs, selinux as _selinux)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
@@ -358,7 +358,7 @@ def test_a_refusal_installs_enables_and_writes_nothing_and_says_why(shell, tmp_p
     mgr = SglangSwitch(Module(
         port=port, unit="sglang", state_dir=str(state), drain=5.0, release_strays=False, target="unit", restart=False,
         executable=venv.python, command=command, devices=[str(tmp_path / "nvidia*")], timeout=30.0,
-        existing_units="refuse" if cause == "refuse" else "replace", capture=json.dumps({"argv": command, "pid": pid}),
+        existing_units="refuse" if cause == "refuse" else "replace", capture=json.dumps(_capture.capture(pid)),
         install=dict(unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(units), environment="A=1\n",
                      environment_path=str(tmp_path / "env" / "sglang.env"), gate="", gate_path=None, wants=[])))
 
