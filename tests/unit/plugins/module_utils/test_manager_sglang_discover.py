@@ -63,6 +63,15 @@ def test_off_only_measures_and_no_capture_is_none(cap):
     assert SglangDiscover(Module()).model_files({}, warm=True) is None
 
 
+def test_a_capture_without_a_uid_is_neither_measured_nor_warmed_as_root(cap):
+    """Never root by default: a capture that names no uid says so, and reads nothing."""
+    del cap["uid"]
+    m = SglangDiscover(Module()).model_files(cap, warm=True)
+    assert (m["files"], m["paths"], m.get("warm"), m.get("warm_due")) == (0, [], None, None)
+    assert m["msg"] == "not measured: the capture names no uid to read as"
+    assert SglangDiscover(Module(prewarm="off")).model_files(dict(cap, uid=0), warm=False)["resident"] < 16 * MIB
+
+
 def test_a_negative_budget_or_margin_is_refused():
     for bad in (dict(prewarm_budget=-1), dict(prewarm_margin_gib=-1)):
         with pytest.raises(Failed, match="prewarm_budget and prewarm_margin_gib must be >= 0"):
