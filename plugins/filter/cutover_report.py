@@ -13,6 +13,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host.progress import last
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK, Redactor, is_secret_name
 from ansible_collections.inferops.sglang.plugins.module_utils._server.model_files import size
 
 # What SGLang's log says once the model is loaded and the HTTP server warms up, and once it is ready.
@@ -63,6 +64,22 @@ def cutover_summary(done, recorded_report=None):
     return [done["says"]]
 
 
+# a quoted field of a repr: SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start
+_QUOTED = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)=(['\"])(.*?)\2")
+
+
+def mask_log_line(line, secrets=None):
+    """A server's log line with its secrets masked: the given values, the values of secret flags and of secret names
+    (NAME=value, and a repr's quoted name='value': api_key, admin_api_key, hf_token...), as _host.redact masks them."""
+    redact = Redactor(values=[s for s in secrets or [] if s])
+    out, at, line = [], 0, line or ""
+    for m in _QUOTED.finditer(line):  # a quoted secret whole (spaces and all); the rest as the redactor masks it
+        if is_secret_name(m.group(1)):
+            out += [redact(line[at:m.start()]), m.group(1) + "=" + m.group(2) + MASK + m.group(2)]
+            at = m.end()
+    return "".join(out + [redact(line[at:])])
+
+
 def cutover_progress(outcome, elapsed, log_line="", secrets=None):
     """One progress line of the switch's call while it runs: the phase (stopping: the worker's steps before the
     unit's start; loading, warm-up: the unit's log; verifying: the log says ready), the seconds since the call began,
@@ -70,10 +87,7 @@ def cutover_progress(outcome, elapsed, log_line="", secrets=None):
     outcome = outcome or {}
     steps = [s.get("step") for s in outcome.get("steps") or []]
     line = (log_line or "").strip().splitlines()[-1:] or [""]
-    line = line[0]
-    for secret in secrets or []:
-        if secret:
-            line = line.replace(secret, "********")
+    line = mask_log_line(line[0], secrets)
     if not outcome.get("started_at"):
         phase = "stopping" + (" (%s done)" % steps[-1] if steps else "")
     elif _READY.search(line):

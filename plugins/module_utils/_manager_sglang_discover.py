@@ -41,6 +41,7 @@ class SglangDiscover(Base):
             stored = _stored(p["capture_path"])
             hidden = _listeners.hidden_listeners(p["port"], procs)
             self.module.exit_json(changed=False, found=False, port=p["port"], adhoc=False, family=[],
+                                  refusals=self.refusals(stored),
                                   units=self.units(service, None),
                                   launchers=_boot.launchers(p["port"], notes=notes), launcher_notes=notes,
                                   disabled_launchers=disabled, hidden=hidden,
@@ -99,10 +100,16 @@ class SglangDiscover(Base):
         mine = owner == service and any(u["managed"] and u["ours"] for u in result["units"])
         fresh = not mine and result["sglang"] and not result["adopted"]
         result["stored"] = (cap if fresh else _stored(p["capture_path"])) if p["capture_path"] else {}
+        result["refusals"] = self.refusals(result["stored"] or (cap if fresh else {}))
         # what a switch will load: warm it now, while the old server serves (not when the unit serves already)
         result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
+
+    def refusals(self, cap):
+        """Why the capture must not be run again (_capture.refusals), secrets masked; [] without a capture."""
+        p = self.params
+        return [self.redact(x) for x in _capture.refusals(cap, p.get("user") or "", p.get("group") or "")] if cap else []
 
     def units(self, service, server_pid):
         """The system units that could serve the port (_port_units.find), the managed one included."""
@@ -116,8 +123,11 @@ class SglangDiscover(Base):
         p = self.params
         if not cap or not cap.get("argv"):
             return None
+        if cap.get("uid") is None:  # never root by default
+            return {"files": 0, "bytes": 0, "paths": [], "msg": "not measured: the capture names no uid to read as",
+                    "summary": "model: not measured (the capture names no uid)"}
         # as the server's user: only what it may list and read is named, measured and read
-        owner = _owner.Owner(cap.get("uid", 0), cap.get("gid"))
+        owner = _owner.Owner(cap["uid"], cap.get("gid"))
         try:
             m = owner.call(_model_files.locate, cap["argv"], cap.get("environment") or {}, cap.get("cwd"),
                            cap.get("user"))

@@ -138,12 +138,15 @@ class SglangSwitch(Base):
             owner = _owner.Owner.named(p["user"], p["group"])
         except KeyError:
             self.fail("the unit's User=%s or Group=%s is not known on the host" % (p["user"], p["group"] or ""))
-        if python and owner.is_root:
-            why = _venv.distrust(python)
+        executable = p["executable"] or (self.command[0] if self.command else None)
+        if owner.is_root and (python or executable):
+            # whatever the command is (a python, a console script, a shell): nothing another user can change runs as root
+            why = (_venv.distrust(python) if python else None) or (
+                _owner.distrust(executable) if executable and executable != python else None)
             if why:
                 self.module.warn("%s was not asked for SGLang's version nor given the server's arguments to parse: "
                                  "it would run as root, and %s. Run the unit as the user who owns the venv "
-                                 "(user, group), or make the venv root's alone" % (python, why))
+                                 "(user, group), or make the venv root's alone" % (python or executable, why))
                 return None
         return owner
 
@@ -185,11 +188,27 @@ class SglangSwitch(Base):
         why = _multinode.refusal(self.port, self.command, "the unit's command for port", rank=p["rank"])
         if why and self.command and not self.back:
             problems.append(why)
+        problems += self.identities(server, procs)
         if self.back and not os.path.exists(_state_dir.capture(self.state_dir)):
             problems.append("there is no capture in %s: nothing to go back to" % self.state_dir)
         if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back and not self.staged:
             problems.append("%s is not installed (LoadState %s)" % (self.unit, state.get("LoadState")))
         self.active = state.get("ActiveState")
+
+    def identities(self, server, procs):
+        """Who holds the port (a server outside the unit: what the switch stops) and the capture given (what a unit or a
+        rollback would run again) are what they say they are: one uid and gid each, argv[0] the program that runs
+        (_capture.identity_problems); each problem names what it found."""
+        problems = []
+        if server is not None and not self.back and self.insp.get("owner") == Owners.ADHOC:
+            live = _capture.capture(server)
+            if live:
+                problems += _capture.identity_problems(live, "the port's holder")
+        if self.capture is not None:
+            cap = json.loads(self.capture.content)
+            for what, c in (("the captured server", cap), ("its captured wrapper loop", cap.get("wrapper"))):
+                problems += _capture.identity_problems(c, what) if c else []
+        return [self.redact(x) for x in problems]
 
     def decide(self):
         """The action (states.Actions): join (a switch of the port in progress: this run reports it), rollback, switch,

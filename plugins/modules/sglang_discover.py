@@ -50,6 +50,18 @@ options:
   unit:
     description: The service (name without C(.service)) that serves the port once migrated.
     type: str
+  user:
+    description:
+      - The user the unit will run as when it is not the captured one (C(cutover_user)). With it or O(group), a
+        capture that ran as root is not refused for what root would run or read (RV(refusals)).
+    type: str
+    default: ""
+    version_added: 0.3.0
+  group:
+    description: The group the unit will run as when it is not the captured one (C(cutover_group)); see O(user).
+    type: str
+    default: ""
+    version_added: 0.3.0
   prewarm:
     description:
       - V(auto) reads the weight files' pages the page cache lacks (in order, with several readers and
@@ -286,8 +298,20 @@ units:
             ours: false, fights: true,
             summary: "sglang-kimi.service (/etc/systemd/system/sglang-kimi.service, enabled, inactive)"}]
   version_added: 0.2.0
+refusals:
+  description:
+    - Why the capture a unit would be made from (RV(stored), else the one this call took) must not be run again, by a
+      unit or a rollback, each naming what it found - the process's real, effective, saved and filesystem ids differ
+      (a setuid or setgid program); its argv[0] is not the program it runs (C(/proc/PID/exe)); it ran as root
+      without O(user) or O(group), and another user can change what root would run or read (the executable, the
+      readiness gate's python, the cwd, the paths of C(PYTHONPATH), C(LD_*), and C(PATH) before the executable's
+      folder). Empty when none.
+  returned: always
+  type: list
+  elements: str
+  version_added: 0.3.0
 capture:
-  description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
+  description: argv, argv0_resolved, exe, ids (real, effective, saved, filesystem uid and gid), environment, cwd, user of the server, secrets masked.
   returned: when found
   type: dict
   sample: {argv: [python, -m, sglang.launch_server], argv0_resolved: /opt/sglang/venv/bin/python, cwd: /root, user: root}
@@ -304,6 +328,8 @@ def main():
             PORT_SPEC,
             capture_path=dict(type="path"),
             unit=dict(type="str"),
+            user=dict(type="str", default=""),
+            group=dict(type="str", default=""),
             prewarm=dict(type="str", choices=["auto", "off", "plan"], default="off"),
             prewarm_budget=dict(type="int", default=600),
             prewarm_margin_gib=dict(type="int", default=8),

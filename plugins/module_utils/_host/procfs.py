@@ -111,6 +111,40 @@ def parse_stat(data):
     return text[lpar + 1:rpar], text[rpar + 2:].split()
 
 
+def parse_ids(data):
+    """{"uid": (real, effective, saved, filesystem), "gid": (...)} from the bytes of a /proc/PID/status.
+    ValueError when either line is missing or malformed."""
+    out = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        for key, name in (("Uid:", "uid"), ("Gid:", "gid")):
+            if line.startswith(key):
+                out[name] = tuple(int(x) for x in line.split()[1:5])
+    if set(out) != {"uid", "gid"} or any(len(v) != 4 for v in out.values()):
+        raise ValueError("no Uid: and Gid: lines of four ids")
+    return out
+
+
+def ids(pid, status=None):
+    """The process's ids (parse_ids) read from status (default: /proc/PID/status), or None when it is gone."""
+    try:
+        return parse_ids(_read(status or "%s/%d/status" % (PROC, pid)))
+    except (OSError, ValueError):
+        return None
+
+
+def ids_problem(found, pid=None):
+    """Why ids (parse_ids, None: unreadable) are no single identity: real, effective, saved and filesystem uid, or
+    gid, that differ (a setuid or setgid program: who it runs as is not who started it), naming them; or None."""
+    who = "pid %s" % pid if pid is not None else "the process"
+    if found is None:
+        return "the ids of %s cannot be read (/proc/%s/status)" % (who, pid)
+    for name in ("uid", "gid"):
+        if len(set(found[name])) != 1:
+            return ("%s runs with differing ids: %s real %d, effective %d, saved %d, filesystem %d (a setuid or setgid "
+                    "program: who it runs as is not who started it)" % ((who, name) + tuple(found[name])))
+    return None
+
+
 def _argv(raw):
     # A retitled process (setproctitle) pads its title with NULs: drop the trailing ones.
     raw = raw.rstrip(b"\0")
@@ -123,8 +157,8 @@ def read(pid, raw_cmdline=None):
     try:
         comm, f = parse_stat(_read(base + "/stat"))
         raw = _read(base + "/cmdline") if raw_cmdline is None else raw_cmdline
-        uid = os.stat(base).st_uid
-    except (OSError, ValueError, IndexError):
+        uid = parse_ids(_read(base + "/status"))["uid"][0]  # the real uid: who started it (not a setuid's effective)
+    except (OSError, ValueError, IndexError, KeyError):
         return None
     return Process(pid, int(f[1]), int(f[2]), int(f[3]), f[0], int(f[19]), int(f[6]), comm, _argv(raw), uid)
 

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The rollback's relaunch: the captured command (capture.json in the port's state folder, as discovery took it)
-started again exactly as it ran, detached, as nohup left it."""
+started again exactly as it ran, detached, as nohup left it - unless the capture is refused (_capture.refusals: a
+setuid program's, an argv[0] that is not what ran, root's run of what another user can change)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +16,7 @@ import subprocess
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import read_json
+from ansible_collections.inferops.sglang.plugins.module_utils._server import capture as _capture
 
 
 def relaunch(state_dir):
@@ -25,6 +27,9 @@ def relaunch(state_dir):
     if not cap:
         raise RuntimeError("no capture in %s: nothing to start again" % state_dir)
     what = cap.get("wrapper") or cap
+    refused = _capture.refusals(what)
+    if refused:
+        raise RuntimeError("the captured command is not started again: %s" % "; ".join(refused))
     pid, log = launch_detached(what)
     return {"pid": pid, "argv0": what["argv"][0], "wrapper": bool(cap.get("wrapper")), "log": log,
             "log_captured": what.get("stdout")}

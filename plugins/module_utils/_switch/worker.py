@@ -329,8 +329,14 @@ class Worker:
             if before["owner"] == Owners.ADHOC and before["server"]["pid"] in procs_before:
                 # kin that left the tree while it stopped (reparented to PID 1): the same rule as discovery
                 old = procs_before[before["server"]["pid"]]
-                others = [q.pid for q in procs.values() if _family.is_sglang(q)]
-                for pid in _family.family(old, procs, others):
+                now = procs.get(old.pid)
+                view = procs
+                if now is not None and now.starttime != old.starttime:
+                    # the pid was reused: the new process and its tree are someone else's, never the old server's kin
+                    theirs = set([old.pid]) | set(_procfs.descendants(procs, [old.pid]))
+                    view = dict((pid, q) for pid, q in procs.items() if pid not in theirs)
+                others = [q.pid for q in view.values() if _family.is_sglang(q)]
+                for pid in _family.family(old, view, others):
                     if pid in procs and pid != old.pid and _signals.send(procs[pid].identity, 9):
                         killed.append(pid)
             listening = _listeners.listeners(self.plan["port"], procs)

@@ -53,6 +53,17 @@ def test_progress_says_the_phase_the_seconds_and_the_log_with_the_key_masked():
         "loading, 41 s: server_args=ServerArgs(api_key='********')")
 
 
+def test_progress_masks_every_secret_of_the_servers_args_line_not_only_the_key_given():
+    """0.5.15 logs its server_args at start: the admin key, a token, a password are masked though no value was given."""
+    from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_progress
+    started = {"steps": [{"step": "start unit"}], "started_at": 1.0}
+    line = ("server_args=ServerArgs(model_path='/m', api_key='sk 1', admin_api_key='adm-2', hf_token=\"hf_3\", "
+            "ssl_keyfile_password='pw4', port=30000) DB_PASS=x5 --token t6")
+    said = cutover_progress(started, 41, line, [])
+    assert said == ("loading, 41 s: server_args=ServerArgs(model_path='/m', api_key='********', admin_api_key='********', "
+                    "hf_token=\"********\", ssl_keyfile_password='********', port=30000) DB_PASS=******** --token ********")
+
+
 def test_prewarm_progress_says_the_seconds_and_what_was_read_of_what_is_planned():
     from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_prewarm_progress
     assert cutover_prewarm_progress("", 2.5) == "warming the page cache, 2 s: starting"

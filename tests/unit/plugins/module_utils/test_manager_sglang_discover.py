@@ -30,7 +30,7 @@ def cap(tmp_path):
         evict(write(model / name, 8 * MIB))
     (model / "config.json").write_text("{}")
     return {"argv": ["python", "-m", "sglang.launch_server", "--model-path", "llama"], "environment": {},
-            "cwd": str(tmp_path), "user": "root"}
+            "cwd": str(tmp_path), "user": "root", "uid": 0}
 
 
 def test_auto_warms_what_the_switch_will_load(cap):
@@ -61,6 +61,15 @@ def test_off_only_measures_and_no_capture_is_none(cap):
     m = SglangDiscover(Module(prewarm="off")).model_files(cap, warm=True)
     assert m["warm"] is None and "warm_skipped" not in m and m["resident"] < 16 * MIB
     assert SglangDiscover(Module()).model_files({}, warm=True) is None
+
+
+def test_a_capture_without_a_uid_is_neither_measured_nor_warmed_as_root(cap):
+    """Never root by default: a capture that names no uid says so, and reads nothing."""
+    del cap["uid"]
+    m = SglangDiscover(Module()).model_files(cap, warm=True)
+    assert (m["files"], m["paths"], m.get("warm"), m.get("warm_due")) == (0, [], None, None)
+    assert m["msg"] == "not measured: the capture names no uid to read as"
+    assert SglangDiscover(Module(prewarm="off")).model_files(dict(cap, uid=0), warm=False)["resident"] < 16 * MIB
 
 
 def test_a_negative_budget_or_margin_is_refused():

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
-    listeners as _listeners, port_units as _port_units, sglang_args as _sglang_args)
+    capture as _capture, listeners as _listeners, port_units as _port_units, sglang_args as _sglang_args)
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, procfs as _procfs, selinux as _selinux)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
@@ -358,7 +358,7 @@ def test_a_refusal_installs_enables_and_writes_nothing_and_says_why(shell, tmp_p
     mgr = SglangSwitch(Module(
         port=port, unit="sglang", state_dir=str(state), drain=5.0, release_strays=False, target="unit", restart=False,
         executable=venv.python, command=command, devices=[str(tmp_path / "nvidia*")], timeout=30.0,
-        existing_units="refuse" if cause == "refuse" else "replace", capture=json.dumps({"argv": command, "pid": pid}),
+        existing_units="refuse" if cause == "refuse" else "replace", capture=json.dumps(_capture.capture(pid)),
         install=dict(unit="[Service]\nExecStart=%s\n" % " ".join(command), unit_dir=str(units), environment="A=1\n",
                      environment_path=str(tmp_path / "env" / "sglang.env"), gate="", gate_path=None, wants=[])))
 
@@ -526,3 +526,21 @@ def test_a_process_that_serves_on_the_servers_gpu_is_never_offered_for_release(s
     assert "serving on port %d" % theirs in msg and "The switch never stops a process that serves" in msg, msg
     assert "allow the switch to release" not in msg and "release_users" not in msg, msg
     assert other.poll() is None and _listeners.listeners(port, _procfs.snapshot()) == [pid]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: the command is nobody's")
+@pytest.mark.parametrize("name, first", [("sglang", "#!/usr/bin/python3\n"), ("serve.sh", "#!/bin/sh\n")])
+def test_the_probe_never_runs_as_root_a_command_another_user_can_change_whatever_it_is(home, name, first):
+    """Not only a python's venv: nobody's console script (its shebang root's python) or shell script is never probed as
+    root; the warning names it."""
+    script = home / name
+    script.write_text(first)
+    script.chmod(0o755)
+    os.chown(str(script), NOBODY.pw_uid, NOBODY.pw_gid)
+    mgr = SglangSwitch(Module(port=30000, unit="sglang", state_dir="/nonexistent", drain=1.0, target="unit",
+                              executable=str(script), command=[str(script), "serve", "--model-path", "m"], timeout=None))
+    mgr.validate()
+    mgr.probe()
+    assert (mgr.asked, mgr.parsing) == (None, None)
+    (warning,) = mgr.module.warnings
+    assert "it would run as root, and %s is owned by nobody" % home in warning

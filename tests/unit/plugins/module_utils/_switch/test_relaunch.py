@@ -75,6 +75,7 @@ def _reap():
 def owners_command(folder, log, **kw):
     """A capture of a command nobody ran in folder, its output to log."""
     return dict(dict(argv=["sh", "-c", "echo started; id -u; exec sleep 30"], argv0_resolved="/bin/sh",
+                     exe=os.path.realpath("/bin/sh"), argv0_matches_exe=True,
                      environment={"PATH": "/usr/bin:/bin"}, cwd=str(folder), uid=NOBODY.pw_uid, gid=NOBODY.pw_gid,
                      stdout=str(log), stderr=str(log)), **kw)
 
@@ -149,3 +150,26 @@ def test_a_root_commands_log_is_opened_only_in_a_folder_no_other_user_can_change
     detail = _started(state, owners_command("/", home / "root.log", **root_cmd))
     wait_for(lambda: os.readlink("/proc/%d/exe" % detail["pid"]).endswith("sleep"), 10)
     assert detail["log"] is None and not (home / "root.log").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root: the payload is nobody's")
+def test_a_refused_capture_is_never_started(tmp_path, home):
+    """A setuid program's capture (su with nobody's payload as argv[0], effective uid 0 taken for the user), and root's
+    command in nobody's folder: the relaunch refuses both, naming why; the payload never runs."""
+    payload = home / "payload"
+    payload.write_text("#!/bin/sh\nid -u >> %s/ran\nexec sleep 30\n" % home)
+    payload.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    su = owners_command(home, home / "x.log", argv=[str(payload), "root", "-c", "x", "-m", "sglang.launch_server"],
+                        argv0_resolved=str(payload), exe="/usr/bin/su", argv0_matches_exe=False, uid=0, gid=0,
+                        ids={"uid": [NOBODY.pw_uid, 0, 0, 0], "gid": [NOBODY.pw_gid] * 4})
+    with pytest.raises(RuntimeError) as e:
+        _started(state, su)
+    assert str(e.value).startswith("the captured command is not started again: the process runs with differing ids: uid "
+                                   "real %d, effective 0" % NOBODY.pw_uid)
+    assert "is not the program it runs, /usr/bin/su" in str(e.value)
+    with pytest.raises(RuntimeError, match="the server would run as root, and another user can change what root would "
+                                           "run or read: the working directory %s: %s is owned by nobody" % (home, home)):
+        _started(state, owners_command(home, home / "x.log", uid=0, gid=0))
+    assert not (home / "ran").exists() and not (home / "x.log").exists()

@@ -574,3 +574,19 @@ def test_a_release_of_strays_stops_the_servers_users_own_never_another_users_job
     finally:
         theirs.kill()
         theirs.wait()
+
+
+def test_verify_zero_never_sweeps_the_tree_of_a_reused_pid(spawn):
+    """The old server's pid now belongs to another process (another start time), with a child: neither is touched."""
+    other = subprocess.Popen(["bash", "-c", "sleep 600 & wait"], start_new_session=True)
+    spawn.procs.append(other)
+    child = wait_for(lambda: [p for p in _procfs.snapshot().values() if p.ppid == other.pid], 10)[0]
+    now = _procfs.read(other.pid)
+    old = _procfs.Process(now.pid, now.ppid, now.pgid, now.sid, "S", now.starttime - 1, 0, "python3",
+                          ["python3", "-m", "sglang.launch_server"], now.uid)
+    plan = dict(id="t9", action="switch", port=free_port(), unit="sglang.service", unit_name="sglang",
+                state_dir="/nonexistent", drain=1.0, release_strays=False, devices=[])
+    done = _switch_worker.Worker(plan, run=Systemctl()).verify_zero(
+        {"family": [], "owner": "adhoc", "server": {"pid": other.pid}}, {other.pid: old})
+    assert done == {"left": 0, "orphans_killed": []}
+    assert _procfs.is_alive(child.identity) and _procfs.is_alive(now.identity)
