@@ -133,8 +133,8 @@ options:
   unit_served:
     description:
       - With O(target=capture), whether the unit served clients before this rollback. V(false) for the rollback of a
-        run that failed (its unit's start, wait or verify): the unit is stopped as one that never served, SIGTERM then
-        SIGKILL of its cgroup after a short grace (10 s), even when systemd says it became active moments ago.
+        run that failed (its unit's start, wait or verify), so the unit is stopped as one that never served, SIGTERM
+        then SIGKILL of its cgroup after a short grace (10 s), even when systemd says it became active moments ago.
       - Unset, systemd's word decides (active, or became active in its current start), and one that served drains
         for O(drain) at most.
     type: bool
