@@ -66,8 +66,8 @@ def _words(text):
     return re.split(r"[\s;&|()<>'\"`]+", text)
 
 
-# Who runs a boot line: a system crontab's line names its user after @reboot; a user's crontab (crontabs/NAME, cron/NAME)
-# runs as NAME; rc.local as root.
+# Who runs a boot line: a system crontab's line names its user after @reboot; a user's crontab (crontabs/NAME,
+# cron/NAME) runs as NAME; rc.local as root.
 SYSTEM_CRONTABS = ("etc/crontab", "etc/cron.d")
 # Words before a command that run it as it is (their options skipped), and the programs that run one as another user.
 _PREFIXES = ("nohup", "setsid", "exec", "env", "nice", "time", "command")

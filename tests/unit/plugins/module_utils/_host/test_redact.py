@@ -92,3 +92,24 @@ def test_one_reader_of_an_options_value():
     from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import argv_option
     assert argv_option(["--port", "1", "--port=2"], "--port") == "2"
     assert argv_option(["--port=2", "--port", "3"], "--port") == "3"
+
+
+def test_the_tls_keys_password_is_masked_and_its_path_is_not():
+    r = Redactor()
+    argv = ["python", "--ssl-keyfile", "/etc/tls/k.pem", "--ssl-keyfile-password", "pem-pass-1", "--ssl-keyfile-p=x2"]
+    assert r.argv(argv) == ["python", "--ssl-keyfile", "/etc/tls/k.pem", "--ssl-keyfile-password", MASK,
+                            "--ssl-keyfile-p=" + MASK]
+    assert r(" ".join(argv)) == ("python --ssl-keyfile /etc/tls/k.pem --ssl-keyfile-password %s --ssl-keyfile-p=%s"
+                                 % (MASK, MASK))
+    assert sorted(r.secrets_of(argv, {})) == ["pem-pass-1", "x2"]
+
+
+def test_the_secret_flags_rule():
+    """A word of the name says password, secret, token or key; `tokens`, `tokenizer` are the model's text."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import (
+        NOT_SECRET, SECRET_FLAGS, looks_secret)
+    for option in SECRET_FLAGS + tuple(NOT_SECRET) + ("--my-secret", "--apikey", "--db-passwd", "--keystore"):
+        assert looks_secret(option), option
+    for option in ("--max-total-tokens", "--tokenizer-path", "--skip-tokenizer-init", "--port", "--monkeys"):
+        assert not looks_secret(option), option
+    assert not set(SECRET_FLAGS) & set(NOT_SECRET)
