@@ -139,7 +139,7 @@ family:
 wrapper:
   description: A supervisor that would start the server again, or null. For a shell loop, C(script) is the file
     its shell runs (never the C($0) of C(sh -c)), only when the shell's C(user) owns it; C(note) says why there
-    is none (not read: binary, not UTF-8, not a regular file; another user's file).
+    is none (not read - binary, not UTF-8, not a regular file; another user's file).
   returned: when found
   type: dict
   sample: {pid: 4200, kind: shell loop, cmdline: "bash /home/ml/serve.sh", script: /home/ml/serve.sh, user: ml}
