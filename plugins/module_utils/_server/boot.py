@@ -71,10 +71,12 @@ def _words(text):
 SYSTEM_CRONTABS = ("etc/crontab", "etc/cron.d")
 # Words before a command that run it as it is (their options skipped), and the programs that run one as another user.
 _PREFIXES = ("nohup", "setsid", "exec", "env", "nice", "time", "command")
-_PREFIX_ARGS = {"nice": "n", "env": "uCS"}  # their options that take a value
-_SWITCHES = ("su", "runuser", "sudo")
+_PREFIX_ARGS = {"nice": "n", "env": "uCS", "exec": "a"}  # their options that take a value
 _SU_ARGS = "cgGsw"  # su's and runuser's options that take a value (-c the command; runuser -u USER runs argv)
 _SUDO_ARGS = "ugpCDrtUT"  # sudo's (-u the user)
+_LONG_ARGS = ("--command", "--shell", "--group", "--supp-group", "--whitelist-environment", "--user", "--prompt",
+              "--chdir", "--chroot", "--close-from", "--role", "--type", "--other-user", "--command-timeout",
+              "--unset")  # long options of these programs that take a value (also as --name=value)
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -114,6 +116,9 @@ def _options(words, takes):
             found["-l"] = True
         elif w.startswith("--"):
             name, eq, value = w.partition("=")
+            if not eq and name in _LONG_ARGS:
+                i += 1
+                value, eq = (words[i] if i < len(words) else ""), "="
             found[name] = value if eq else True
         elif w.startswith("-"):
             for j, c in enumerate(w[1:], 1):
