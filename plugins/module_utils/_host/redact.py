@@ -39,6 +39,8 @@ _SECRET_WORD = re.compile(r"^(?:password|passwd|passphrase|secret|token|key.*|.*
 def looks_secret(option):
     """Whether an option's name says password, secret, token or key (the rule above SECRET_FLAGS)."""
     return any(_SECRET_WORD.match(w) for w in str(option).lstrip("-").lower().split("-"))
+
+
 # Environment names that hold a secret (any case): ...TOKEN, ..._KEY, ...APIKEY, ..._PASS, ..._PWD at the end;
 # PASSWORD, PASSWD, PASSPHRASE, SECRET, CREDENTIAL, _AUTH anywhere.
 _SECRET_NAME = re.compile(r"(?:TOKEN|_KEY|APIKEY|_PASS|_PWD)\Z|PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|_AUTH", re.I)
