@@ -13,6 +13,7 @@ import json
 import re
 import shlex
 
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import is_unit_name
 
 # Given blank ("" or null: an AWX question left blank, an empty -e), these are named, not used.
@@ -88,17 +89,6 @@ def _list_problems(name, value):
             for i, v in enumerate(value) if not isinstance(v, str)]
 
 
-def _port_of(argv, default):
-    """The value of the last --port of argv (--port N or --port=N), else default (SGLang's own parse: last wins)."""
-    found = default
-    for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif arg.startswith("--port="):
-            found = arg.split("=", 1)[1]
-    return found
-
-
 def cutover_input_problems(inputs):
     """Each rule the cutover role's inputs break, one line each, naming the variable, the rule and the value; empty
     when every input is good."""
@@ -134,7 +124,7 @@ def cutover_input_problems(inputs):
     argv = [a for a in (command if isinstance(command, list) else []) + (inputs.get("cutover_extra_args") or [])
             if isinstance(a, str)] if isinstance(inputs.get("cutover_extra_args") or [], list) else []
     port = _whole(inputs.get("cutover_port"))
-    given = _port_of(argv, None)
+    given = argv_option(argv, "--port")
     if port is not None and given is not None and _whole(given) != port:
         out.append("--port %s in the command or the extra args: it must equal cutover_port (%d), or be left out"
                    % (_typed(given), port))

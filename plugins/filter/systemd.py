@@ -15,7 +15,7 @@ import posixpath
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import argv_option, secret_flag
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import SECRET_FLAGS, argv_option, secret_flag
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import is_unit_name
 
 _C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -226,9 +226,10 @@ def split_secrets(argv, flags):
     """{'argv': argv with secret values replaced by None, 'secret_vars': {index: VAR}, 'env': {VAR: value}}.
 
     `--api-key X` hides X; `--api-key=X` hides the whole element; a prefix argparse takes for the flag (`--api-k X`)
-    counts as the flag. VAR is INFEROPS_<FLAG>, e.g. INFEROPS_API_KEY.
+    counts as the flag. VAR is INFEROPS_<FLAG>, e.g. INFEROPS_API_KEY. The flags are `flags` and always SECRET_FLAGS
+    (every secret option of SGLang, --ssl-keyfile-password included): a list given cannot leave one in ExecStart.
     """
-    flags = list(flags or [])
+    flags = sorted(set(SECRET_FLAGS) | set(flags or []))
     secret_vars, env, hide_next = {}, {}, None
     for i, arg in enumerate(argv):
         if hide_next:

@@ -74,7 +74,8 @@ class SglangDiscover(Base):
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_family.is_sglang(server), units=self.units(service, server.pid),
-                      launchers=_boot.launchers(p["port"], [wrapper.get("script")] if wrapper else [], notes=notes),
+                      launchers=_boot.launchers(p["port"], (wrapper or {}).get("script"), (wrapper or {}).get("user"),
+                                                notes=notes),
                       launcher_notes=notes)
         for u in result["units"]:
             if u["holds_port"] and not u["managed"] and service:

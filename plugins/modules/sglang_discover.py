@@ -19,8 +19,10 @@ description:
     started. Another server's processes and an operator's C(tail -f), C(less), C(vim) or C(watch) never are.
   - Reports a supervising wrapper that would start the server again (a shell loop, a script, tmux, screen).
   - Reports launchers that would start a second copy at boot, C(@reboot) crontab lines (where Debian or the RHEL
-    family keeps them) and C(/etc/rc.local) or C(/etc/rc.d/rc.local) lines running C(sglang.launch_server) on
-    this port or the wrapper's script.
+    family keeps them) and C(/etc/rc.local) or C(/etc/rc.d/rc.local) lines that start SGLang on this port
+    themselves (the last C(--port), as SGLang reads it), or that run the wrapper's script as the wrapper's user
+    (the script's owner). A line that only names the script, or runs it as another user, is left alone (see
+    RV(launcher_notes)).
   - Captures argv (argv[0] resolved as the shell did, from the captured PATH and cwd), environment, cwd and user.
     What it returns is redacted, except RV(stored), the full capture, secrets included, when O(capture_path) is
     given. The module writes nothing - the capture is kept at O(capture_path) by the step that acts on the server,
@@ -147,11 +149,12 @@ family:
   elements: dict
   sample: [{pid: 4250, cmdline: sglang::scheduler_TP0}]
 wrapper:
-  description: A supervisor that would start the server again, or null; C(note) says why its script was not read
-    (binary, not UTF-8, not a regular file).
+  description: A supervisor that would start the server again, or null. For a shell loop, C(script) is the file
+    its shell runs (never the C($0) of C(sh -c)), only when the shell's C(user) owns it; C(note) says why there
+    is none (not read - binary, not UTF-8, not a regular file; another user's file).
   returned: when found
   type: dict
-  sample: {pid: 4200, kind: shell loop, cmdline: "bash -c while true; do python -m sglang.launch_server ...; done"}
+  sample: {pid: 4200, kind: shell loop, cmdline: "bash /home/ml/serve.sh", script: /home/ml/serve.sh, user: ml}
 sglang:
   description: Whether what listens on the port runs C(sglang.launch_server).
   returned: when found
@@ -197,7 +200,8 @@ launchers:
   elements: dict
   sample: [{path: /var/spool/cron/crontabs/root, lineno: 3, line: "@reboot /root/run-sglang.sh"}]
 launcher_notes:
-  description: Boot files skipped while looking for launchers (binary, not UTF-8, not a regular file), and why.
+  description: Boot files skipped while looking for launchers (binary, not UTF-8, not a regular file), and why;
+    and the lines left alone that name the wrapper's script but do not run it as its user (path and line number).
   returned: always
   type: list
   elements: str

@@ -4,6 +4,7 @@ import argparse
 import ast
 import contextlib
 import importlib
+import importlib.util
 import io
 import re
 import subprocess
@@ -140,6 +141,39 @@ def test_flags_used_by_the_collection(wheel, version, as_version):
     want = {t: classify(real, t) for t in tokens}
     assert {t: g for t, g in got.items() if g != want[t]} == {}, "the double differs (wheel says %s)" % (
         {t: w for t, w in want.items() if got[t] != w})
+
+
+# --- secret flags ------------------------------------------------------------------------------
+def redact_rules():
+    """The collection's _host/redact.py (standard library only), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("inferops_redact", ROOT / "plugins/module_utils/_host/redact.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_secret_looking_option_is_a_secret_flag_or_said_not_to_be(wheel, version):
+    """docs/security.md, secret flags: each option of the wheel whose name says password, secret, token or key is in
+    SECRET_FLAGS (its value is kept out of the unit, the plan, the record) or in NOT_SECRET with why not, never both;
+    and no other option of the wheel is taken for a secret flag (an option that is a prefix of one: --ssl-keyfile)."""
+    r = redact_rules()
+    options = [s for names, dummy, nargs in wheel.cli_options() for s in names]
+    looking = sorted(o for o in options if r.looks_secret(o))
+    assert "--api-key" in looking, "the wheel's options were read"
+    assert [o for o in looking if (o in r.SECRET_FLAGS) == (o in r.NOT_SECRET)] == [], (
+        "each is a secret flag or said not to be (plugins/module_utils/_host/redact.py)")
+    assert [o for o in options if r.secret_flag(o) and o not in r.SECRET_FLAGS] == []
+    takes = dict((s, nargs) for names, dummy, nargs in wheel.cli_options() for s in names)
+    assert [o for o in looking if o in r.SECRET_FLAGS and takes[o] == 0] == [], "a secret flag takes a value"
+
+
+def test_the_secret_lists_name_real_options(wheels):
+    """NOT_SECRET names options of a supported version (none left over from an older one); the secret flags that no
+    version has are the three the commands around SGLang take."""
+    r = redact_rules()
+    every = set(s for w in wheels.values() for names, dummy, nargs in w.cli_options() for s in names)
+    assert sorted(set(r.NOT_SECRET) - every) == []
+    assert sorted(set(r.SECRET_FLAGS) - every) == ["--hf-token", "--password", "--token"]
 
 
 # --- HTTP --------------------------------------------------------------------------------------

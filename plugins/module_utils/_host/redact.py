@@ -11,9 +11,36 @@ __metaclass__ = type
 import re
 
 MASK = "********"
-# Command-line flags whose value is a secret; argparse also takes any unambiguous prefix of one (--api-k for
-# --api-key), so each prefix of three characters or more (--a...) counts as the flag.
-SECRET_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token", "--password")
+# Command-line flags whose value is a secret. The rule, for SGLang's own options: an option looks secret when a word
+# of its name (the parts between its dashes) says password, secret, token or key - is `password`, `passwd`,
+# `passphrase`, `secret` or `token`, or begins or ends with `key` (`keyfile`, `apikey`); `tokens` and `tokenizer` are
+# the model's text, no credential. Every option that looks secret, of every supported SGLang version (each version's
+# parser), is either here (its value is a secret) or in NOT_SECRET with why its value is none: a path naming a key
+# file is no secret (the key is the file's content, kept by its owner), its password is; a number or a file about
+# the model's text tokens is none. tests/conformance checks both lists against the options of every supported wheel.
+# --hf-token, --token and --password are no SGLang options: the commands around it (huggingface-cli, a wrapper's
+# own flags) take them. argparse also takes any unambiguous prefix of an option (--api-k for --api-key), so each
+# prefix of three characters or more (--a...) counts as the flag, unless it is an option of its own (NOT_SECRET:
+# --ssl-keyfile is no prefix of --ssl-keyfile-password).
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password", "--hf-token", "--token", "--password")
+NOT_SECRET = {
+    "--ssl-keyfile": "a path: the TLS key is the file's content, kept by its owner; its password is a secret",
+    "--speculative-token-map": "a path to the draft model's token-id map",
+    "--bucket-time-to-first-token": "histogram buckets (seconds) of the latency to the first text token",
+    "--bucket-inter-token-latency": "histogram buckets (seconds) of the latency between text tokens",
+    "--ds-heavy-token-num": "a count of text tokens",
+    "--kt-max-deferred-experts-per-token": "a count of experts per text token",
+    "--tbo-token-distribution-threshold": "a ratio of text tokens",
+    "--prefill-delayer-token-usage-low-watermark": "a ratio of text-token usage",
+}
+_SECRET_WORD = re.compile(r"^(?:password|passwd|passphrase|secret|token|key.*|.*key)\Z")
+
+
+def looks_secret(option):
+    """Whether an option's name says password, secret, token or key (the rule above SECRET_FLAGS)."""
+    return any(_SECRET_WORD.match(w) for w in str(option).lstrip("-").lower().split("-"))
+
+
 # Environment names that hold a secret (any case): ...TOKEN, ..._KEY, ...APIKEY, ..._PASS, ..._PWD at the end;
 # PASSWORD, PASSWD, PASSPHRASE, SECRET, CREDENTIAL, _AUTH anywhere.
 _SECRET_NAME = re.compile(r"(?:TOKEN|_KEY|APIKEY|_PASS|_PWD)\Z|PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|_AUTH", re.I)
@@ -30,14 +57,15 @@ def secret_flag(arg, flags=SECRET_FLAGS):
     name = str(arg).partition("=")[0]
     if name in flags:
         return name
-    if len(name) < 3 or not name.startswith("--"):
+    if len(name) < 3 or not name.startswith("--") or name in NOT_SECRET:
         return None
     hits = sorted(f for f in flags if f.startswith(name))
     return hits[0] if hits else None
 
 
 def argv_option(argv, name, default=None):
-    """The value of `name X` or `name=X` in argv (the last one wins, as argparse does)."""
+    """The value of `name X` or `name=X` in argv (the last one wins, as argparse does). The one reader of an option's
+    value (--port of the role's inputs, of boot lines, of units' ExecStart): none other takes the first."""
     value = default
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):

@@ -16,7 +16,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import owner
 
 
 _KIN = ("multiprocessing.spawn", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
-_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
 
 
 # A command that starts an SGLang server: `python -m sglang.launch_server ...`, or the console script every wheel
@@ -149,8 +149,42 @@ class SchedulerWatch:
             ", ".join("%s (pid %d)" % (title, ident[0]) for ident, title in lost))
 
 
+def shell_script(proc):
+    """The script a shell process runs, as an absolute path (a relative one is the shell's working directory's), or
+    None when it runs none: its first argument after its options, unless it runs -c (the word after the command is
+    only its $0, never run) or reads its commands from stdin (-s)."""
+    args, i = proc.argv[1:], 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--", "-"):
+            i += 1
+            break
+        if a.startswith("--"):
+            i += 2 if a in ("--rcfile", "--init-file") else 1
+            continue
+        if a.startswith("-") and len(a) > 1:
+            if "c" in a or "s" in a:
+                return None
+            i += 1 + a.count("o") + a.count("O")  # -o OPTION, -O SHOPT (clustered: -eo pipefail)
+            continue
+        break
+    if i >= len(args) or not args[i]:
+        return None
+    path = args[i]
+    if not os.path.isabs(path):
+        try:
+            path = os.path.join(os.readlink("/proc/%d/cwd" % proc.pid), path)
+        except OSError:
+            return None
+    return os.path.normpath(path)
+
+
 def wrapper(server, procs):
-    """A supervisor that would start the server again: a shell loop, a script, tmux or screen. None if none."""
+    """A supervisor that would start the server again: a shell loop, a script, tmux or screen. None if none.
+
+    A shell loop's `script` is the file its shell runs (shell_script(), not $0 of -c nor any other word of its argv)
+    and only when the shell's user owns it: it names the boot lines that run it (boot.launchers). A script of another
+    owner is read to tell a loop, never named (`note` says so)."""
     parent = procs.get(server.ppid)
     chain = []
     while parent is not None and parent.pid > 1:
@@ -160,16 +194,29 @@ def wrapper(server, procs):
         name = os.path.basename(p.argv[0]) if p.argv else p.comm
         if name.startswith(("tmux", "screen")):
             return {"pid": p.pid, "kind": "terminal multiplexer", "cmdline": p.cmdline}
-        if name in _SHELLS or p.comm in _SHELLS:
+        if name in SHELLS or p.comm in SHELLS:
             text = p.cmdline
-            script = next((a for a in p.argv[1:] if not a.startswith("-") and os.path.isfile(a)), None)
-            note = None
+            script = shell_script(p)
+            notes = []
             if script:
-                body, note = _owner.read_text(script, limit=65536, follow=True)  # a FIFO swapped in: no hang
+                body, why = _owner.read_text(script, limit=65536, follow=True)  # a FIFO swapped in: no hang
                 text += "\n" + (body or "")
+                if why:
+                    notes.append("its script was not read: " + why)
+                    script = None
+                else:
+                    try:
+                        owner = _owner.user_name(os.stat(script).st_uid)
+                    except OSError as e:
+                        owner = "unknown (%s)" % e.strerror
+                    if owner != _owner.user_name(p.uid):
+                        notes.append("its script %s is owned by %s, not by %s: no boot line is disabled for it"
+                                     % (script, owner, _owner.user_name(p.uid)))
+                        script = None
             if is_sglang_command(text) and any(w in text for w in ("while", "until", "for ")):
-                found = {"pid": p.pid, "kind": "shell loop", "cmdline": p.cmdline, "script": script}
-                if note:
-                    found["note"] = "its script was not read: " + note
+                found = {"pid": p.pid, "kind": "shell loop", "cmdline": p.cmdline, "script": script,
+                         "user": _owner.user_name(p.uid)}
+                if notes:
+                    found["note"] = "; ".join(notes)
                 return found
     return None

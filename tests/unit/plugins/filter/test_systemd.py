@@ -123,3 +123,12 @@ def test_every_value_of_the_unit_is_checked_naming_the_rule_and_the_value(change
 def test_the_gates_host_is_an_address_or_a_name(host):
     from ansible_collections.inferops.sglang.plugins.filter.systemd import systemd_unit_problems
     assert systemd_unit_problems(dict(GOOD, ready_host=host)) == []
+
+
+def test_split_secrets_always_takes_sglangs_own_secret_options():
+    """An operator's list without it cannot leave --ssl-keyfile-password in ExecStart; --ssl-keyfile, a path that
+    is also a prefix of it, is its own option and stays."""
+    argv = ["--ssl-keyfile", "/k.pem", "--ssl-keyfile-password", "pw-1", "--admin-api-key=adm-2"]
+    assert split_secrets(argv, ["--my-flag"]) == {
+        "secret_vars": {3: "INFEROPS_SSL_KEYFILE_PASSWORD", 4: "INFEROPS_ADMIN_API_KEY"},
+        "env": {"INFEROPS_SSL_KEYFILE_PASSWORD": "pw-1", "INFEROPS_ADMIN_API_KEY": "--admin-api-key=adm-2"}}

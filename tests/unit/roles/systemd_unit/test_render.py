@@ -82,6 +82,8 @@ def rendered(tmp_path_factory):
         dict(id="ipv6_wildcard", command=[py] + args + ["--host", "::"]),
         dict(id="ipv4_wildcard", command=[py] + args + ["--host", "0.0.0.0"]),
         dict(id="ipv6_bracketed", command=[py] + args + ["--host", "[::]"]),
+        dict(id="tls", command=[py] + args + ["--ssl-certfile", "/etc/tls/c.pem", "--ssl-keyfile", "/etc/tls/k.pem",
+                                              "--ssl-keyfile-password", "pem-pass-1"]),
     ]
     (tmp / "play.yml").write_text(PLAYBOOK)
     (tmp / "case.yml").write_text(CASE)
@@ -178,3 +180,13 @@ def test_an_abbreviated_secret_flag_moves_to_the_environment_file(rendered):
     got = rendered["percent_exe"]
     assert "sk-abbrev-1" not in got["unit"] and '"--api-k" ${INFEROPS_API_KEY}' in got["unit"]
     assert 'INFEROPS_API_KEY="sk-abbrev-1"' in got["environment"].splitlines()
+
+
+def test_the_tls_keys_password_moves_to_the_environment_file_and_its_path_stays(rendered):
+    """--ssl-keyfile-password is a secret of SGLang's (security.md, secret flags): never in the 0644 unit's
+    ExecStart, whatever systemd_unit_secret_flags says; --ssl-keyfile, a path, stays where it is."""
+    got = rendered["tls"]
+    assert "pem-pass-1" not in got["unit"], got["unit"]
+    assert '"--ssl-keyfile-password" ${INFEROPS_SSL_KEYFILE_PASSWORD}' in got["unit"]
+    assert '"--ssl-keyfile" "/etc/tls/k.pem"' in got["unit"]
+    assert 'INFEROPS_SSL_KEYFILE_PASSWORD="pem-pass-1"' in got["environment"].splitlines()

@@ -69,3 +69,47 @@ def test_a_flag_before_a_secret_flag_does_not_hide_it():
     assert r("serve --verbose --api-k sk1 --enable-metrics --admin-api-key=a2") == \
         "serve --verbose --api-k %s --enable-metrics --admin-api-key=%s" % (MASK, MASK)
     assert r.secrets_of(["--api-key", "--port", "1"], {}) == [], "no value: the next element is an option"
+
+
+def test_one_reader_of_an_options_value():
+    """argparse takes the last `--port N` or `--port=N`: every --port of the collection's Python is read by
+    argv_option (the role's inputs, the boot lines, the units' ExecStart), never by a loop of its own that could take
+    the first."""
+    import ast
+    from tests.unit.conftest import ROOT
+    readers = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        allowed = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "argv_option":
+                allowed.update(id(a) for a in node.args)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ("--port", "--port=") \
+                    and id(node) not in allowed:
+                readers.append("%s:%d" % (path.relative_to(ROOT), node.lineno))
+    assert readers == []
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import argv_option
+    assert argv_option(["--port", "1", "--port=2"], "--port") == "2"
+    assert argv_option(["--port=2", "--port", "3"], "--port") == "3"
+
+
+def test_the_tls_keys_password_is_masked_and_its_path_is_not():
+    r = Redactor()
+    argv = ["python", "--ssl-keyfile", "/etc/tls/k.pem", "--ssl-keyfile-password", "pem-pass-1", "--ssl-keyfile-p=x2"]
+    assert r.argv(argv) == ["python", "--ssl-keyfile", "/etc/tls/k.pem", "--ssl-keyfile-password", MASK,
+                            "--ssl-keyfile-p=" + MASK]
+    assert r(" ".join(argv)) == ("python --ssl-keyfile /etc/tls/k.pem --ssl-keyfile-password %s --ssl-keyfile-p=%s"
+                                 % (MASK, MASK))
+    assert sorted(r.secrets_of(argv, {})) == ["pem-pass-1", "x2"]
+
+
+def test_the_secret_flags_rule():
+    """A word of the name says password, secret, token or key; `tokens`, `tokenizer` are the model's text."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import (
+        NOT_SECRET, SECRET_FLAGS, looks_secret)
+    for option in SECRET_FLAGS + tuple(NOT_SECRET) + ("--my-secret", "--apikey", "--db-passwd", "--keystore"):
+        assert looks_secret(option), option
+    for option in ("--max-total-tokens", "--tokenizer-path", "--skip-tokenizer-init", "--port", "--monkeys"):
+        assert not looks_secret(option), option
+    assert not set(SECRET_FLAGS) & set(NOT_SECRET)

@@ -65,7 +65,7 @@ def test_the_rhel_family_crontab_and_rc_d_rc_local_are_read_once(rhel):
 def test_a_wrappers_script_counts_and_other_ports_do_not(rhel):
     with open(os.path.join(rhel, "var/spool/cron/root"), "a") as f:
         f.write("@reboot /root/keep-serving.sh\n@reboot %s\n" % SERVER.replace("30000", "30002"))
-    found = launchers(30009, scripts=["/root/keep-serving.sh"], root=rhel)
+    found = launchers(30009, "/root/keep-serving.sh", "root", root=rhel)
     assert [r["lineno"] for r in found] == [2]
     assert launchers(30009, root=rhel) == []
 
@@ -83,14 +83,48 @@ def test_an_empty_host_has_no_launchers(tmp_path):
 
 
 def test_a_wrapper_script_matches_only_a_line_that_runs_that_very_path(tmp_path):
-    """The owner's script is /home/u/run: rc.local lines that merely contain that string are no launchers of it."""
+    """The owner's script is /home/u/run: rc.local lines that merely contain that string are no launchers of it, nor
+    is one that runs it as root; su, runuser and sudo to u are."""
     root = tree(tmp_path / "t", {"etc/rc.local": "#!/bin/sh\n/usr/local/bin/backup /home/u/run.d --all\n"
                                                  "echo /home/u/runner >> /var/log/x\n"
                                                  "nohup /home/u/run > /tmp/log 2>&1 &\n"
-                                                 "su - u -c '/home/u/run'\n"})
-    found = launchers(30000, ["/home/u/run"], root=root)
-    assert [r["lineno"] for r in found] == [4, 5]
-    assert launchers(30000, ["/home"], root=root) == [] and launchers(30000, [""], root=root) == []
+                                                 "su - u -c '/home/u/run'\n"
+                                                 "runuser -u u -- bash /home/u/run &\n"
+                                                 "sudo -iu u /home/u/run\n"
+                                                 "/usr/local/bin/backup /home/u/run\n"})
+    notes = []
+    found = launchers(30000, "/home/u/run", "u", root=root, notes=notes)
+    assert [r["lineno"] for r in found] == [5, 6, 7]
+    rc = os.path.join(root, "etc/rc.local")
+    assert notes == ["left alone %s:%d: it names the wrapper's script /home/u/run but does not run it as u" % (rc, n)
+                     for n in (4, 8)]
+    assert launchers(30000, "/home", "u", root=root) == [] and launchers(30000, "", "u", root=root) == []
+
+
+def test_the_owner_never_chooses_roots_boot_jobs(tmp_path):
+    """The review's case: the owner's loop is `bash -c 'while ...' /usr/local/sbin/hardening.sh`; had the wrapper
+    named that file (its $0), root's own @reboot job that runs it, as root, was commented out. A line runs the
+    wrapper's script only as the wrapper's user: root's job, and a line that hands the script over as an argument, are
+    left alone, whichever user runs them."""
+    root = tree(tmp_path / "t", {
+        "etc/cron.d/hardening": "@reboot root /usr/local/sbin/hardening.sh --lock-down\n",
+        "etc/crontab": "@reboot alice bash -c 'sleep 1' /usr/local/sbin/hardening.sh\n"
+                       "@reboot alice /usr/local/sbin/hardening.sh\n",
+        "var/spool/cron/crontabs/root": "@reboot /usr/local/sbin/hardening.sh\n",
+        "var/spool/cron/crontabs/alice": "@reboot nohup /usr/local/sbin/hardening.sh &\n"})
+    found = launchers(30000, "/usr/local/sbin/hardening.sh", "alice", root=root)
+    assert sorted((os.path.relpath(r["path"], root), r["lineno"]) for r in found) == [
+        ("etc/crontab", 2), ("var/spool/cron/crontabs/alice", 1)]
+    assert launchers(30000, "/usr/local/sbin/hardening.sh", None, root=root) == []
+
+
+def test_the_last_port_of_a_line_is_the_one_sglang_serves(tmp_path):
+    """argparse takes the last --port (either spelling): a line that gives 30001 then 30000 serves 30000."""
+    root = tree(tmp_path / "t", {"etc/rc.local": "%s --port 30001 &\n%s --port=30002 &\n" % (
+        SERVER.replace("--port 30000", "--port 30009"), SERVER.replace("--port 30000", "--port=30000"))})
+    assert [r["lineno"] for r in launchers(30001, root=root)] == [1]
+    assert [r["lineno"] for r in launchers(30002, root=root)] == [2]
+    assert launchers(30009, root=root) == [] and launchers(30000, root=root) == []
 
 
 def test_a_binary_or_non_utf8_boot_file_is_skipped_with_a_note(tmp_path):

@@ -3,6 +3,7 @@ schedulers watched."""
 import os
 import subprocess
 import sys
+import tempfile
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family
@@ -158,3 +159,68 @@ def test_kin_of_the_same_user_needs_the_servers_session_or_cgroup(shell, spawn, 
     assert cgroups.of(elsewhere.pid) == cgroups.path("session-9.scope") != cgroups.of(server)
     assert _family.is_kin(procs[here.pid], procs[server]), "same user, same cgroup: the orphan rules decide"
     assert not _family.is_kin(procs[elsewhere.pid], procs[server])
+
+
+LOOP = "# sglang.launch_server --port 30000, again and again\nwhile true; do sleep 600; done\n"
+
+
+def _loop_child(shell_pid):
+    """The `sleep 600` a loop's shell runs, as the server the wrapper is asked about."""
+    found = wait_for(lambda: [p for p in _procfs.snapshot().values()
+                              if p.ppid == shell_pid and p.cmdline == "sleep 600"], 10)
+    return found[0]
+
+
+def test_the_zero_argument_of_sh_c_is_no_script(spawn, folders):
+    """The review's case: `bash -c 'while ...' /usr/local/sbin/hardening.sh`. The shell runs its -c command; the word
+    after it is only its $0, a file it never runs: it names no script (the boot scan would disable root's job that
+    runs that file)."""
+    folder = tempfile.mkdtemp(prefix="inferops-wrapper-")
+    folders.append(folder)
+    hardening = os.path.join(folder, "hardening.sh")
+    with open(hardening, "w") as f:
+        f.write("#!/bin/sh\necho lock-down\n")
+    p = subprocess.Popen(["bash", "-c", "while true; do sleep 600; done # sglang.launch_server", hardening],
+                         start_new_session=True)
+    spawn.procs.append(p)
+    child = _loop_child(p.pid)
+    w = _family.wrapper(child, _procfs.snapshot())
+    assert w and w["kind"] == "shell loop" and w["pid"] == p.pid
+    assert w["script"] is None, w
+
+
+def test_a_wrappers_script_is_the_file_its_shell_runs_and_its_users_own(spawn, folders):
+    """nobody's loops: `bash mine.sh` (nobody's file) names mine.sh; `bash roots.sh` (root's file, which nobody can
+    run) is a loop all the same, but names no script, and its note says why."""
+    folder = tempfile.mkdtemp(prefix="inferops-wrapper-")
+    os.chmod(folder, 0o755)
+    folders.append(folder)
+    paths = {}
+    for name, owner in (("mine.sh", 65534), ("roots.sh", 0)):
+        paths[name] = os.path.join(folder, name)
+        with open(paths[name], "w") as f:
+            f.write(LOOP)
+        os.chmod(paths[name], 0o755)
+        os.chown(paths[name], owner, owner)
+    run_as = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    found = {}
+    for name in paths:
+        p = subprocess.Popen(run_as + ["bash", name], cwd=folder, start_new_session=True)  # relative: the shell's cwd
+        spawn.procs.append(p)
+        found[name] = _family.wrapper(_loop_child(p.pid), _procfs.snapshot())
+    assert found["mine.sh"]["script"] == paths["mine.sh"] and found["mine.sh"]["user"] == "nobody"
+    assert "note" not in found["mine.sh"]
+    theirs = found["roots.sh"]
+    assert theirs["kind"] == "shell loop" and theirs["script"] is None
+    assert theirs["note"] == ("its script %s is owned by root, not by nobody: no boot line is disabled for it"
+                              % paths["roots.sh"])
+
+
+def test_the_script_a_shell_runs():
+    def script(*argv):
+        proc = _procfs.Process(os.getpid(), 1, 1, 1, "S", 0, 0, "bash", list(argv), 0)
+        return _family.shell_script(proc)
+    assert script("bash", "-c", "while :; do x; done", "/usr/local/sbin/hardening.sh") is None
+    assert script("bash", "-ec", "x", "/a") is None and script("sh", "-s", "/a") is None and script("bash") is None
+    assert script("bash", "-x", "/a", "/b") == "/a" and script("bash", "-eo", "pipefail", "/a") == "/a"
+    assert script("bash", "--", "/a") == "/a" and script("sh", "run.sh") == os.path.join(os.getcwd(), "run.sh")
