@@ -134,18 +134,12 @@ class SglangPatch(Base):
             return json.load(f)
 
     def owner_of(self, python):
-        """(the _owner.Owner who does the work, the venv's folder): the venv's owner; root only for a venv no other
-        user can change (the module fails otherwise, before anything runs)."""
-        venv = _venv.folder(python)
+        """(the _owner.Owner who does the work, the venv's folder): _venv.worker's; the module fails otherwise,
+        before anything runs."""
         try:
-            owner = _venv.owner(python)
-            why = _venv.distrust(python) if owner.is_root else None
-        except OSError as e:
-            self.fail("cannot look at the venv %s of %s: %s" % (venv, python, e))
-        if why:
-            self.fail("%s is root's venv, but %s: root would run and patch what another user can change. Make the "
-                      "venv root's alone, or one user's; nothing was changed" % (venv, why))
-        return owner, venv
+            return _venv.worker(python, "run and patch")
+        except ValueError as e:
+            self.fail(str(e))
 
     def dist(self, owner, python, venv):
         """What the interpreter (run as the owner, never importing sglang) says of the installed sglang; the module

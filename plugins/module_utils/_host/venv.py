@@ -33,6 +33,21 @@ def owner(python):
     return _owner.Owner.of(folder(python))
 
 
+def worker(python, doing="run"):
+    """(the _owner.Owner who works on the interpreter's venv, the venv's folder): the venv's owner; root only for a
+    venv no other user can change. ValueError, saying why, otherwise: root would `doing` what another user can change."""
+    venv = folder(python)
+    try:
+        who = owner(python)
+        why = distrust(python) if who.is_root else None
+    except OSError as e:
+        raise ValueError("cannot look at the venv %s of %s: %s" % (venv, python, e))
+    if why:
+        raise ValueError("%s is root's venv, but %s: root would %s what another user can change. Make the venv root's "
+                         "alone, or one user's; nothing was changed" % (venv, why, doing))
+    return who, venv
+
+
 def site_folders(venv):
     """The venv's site-packages folders (lib/pythonX.Y/site-packages; lib64 is a link to lib)."""
     return sorted(set(os.path.realpath(p) for p in glob.glob(os.path.join(venv, "lib*", "python*", "site-packages"))))
