@@ -91,13 +91,30 @@ def run_dp_controller(title, schedulers, ready):
     _sleep_forever()
 
 
-def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None):
+def serve_steps(engine):
+    """The first scheduler's event loop, as the tokenizer manager sees it: each request of the server's (a step: a
+    prefill of so many seconds, or one token) is answered once done, one at a time, so a long prefill holds every
+    other output back (SGLang runs one batch at a time) and burns this process's CPU meanwhile, and a stopped
+    scheduler (SIGSTOP) answers nothing: the server's generations and its /health_generate then wait."""
+    while True:
+        try:
+            prefill = engine.recv()
+        except (EOFError, OSError):
+            return
+        end = time.monotonic() + prefill
+        while time.monotonic() < end:
+            pass  # the forward passes of a chunked prefill keep the scheduler busy
+        engine.send(True)
+
+
+def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None, engine=None):
     """Entry of a spawned child.
 
     detach: fork once more and leave, so the worker is reparented (to PID 1 or a subreaper) in a
     session of its own, as orphaned schedulers are, and outlives the server; untitled: keep the spawn
     command line, as a torch worker does.
     ready: the sending end of a pipe, told once the devices are held.
+    engine: the first scheduler's end of the server's request pipe (serve_steps), or None.
     """
     if detach:
         if os.fork() > 0:
@@ -108,4 +125,6 @@ def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready
     _become(None if untitled else title, devices, cuda_gib, gpu)
     if ready is not None:
         ready.send(True)
+    if engine is not None:
+        serve_steps(engine)
     _sleep_forever()
