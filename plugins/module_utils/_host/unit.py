@@ -166,7 +166,7 @@ def prepare(mgr, spec, enabled=True, state="present", restart_on_change=False):
     rejected unit or a bad path fails mgr's module."""
     name = check_unit_name(spec["name"], "name", mgr.fail)
     for key in ("environment_path", "gate_path", "sweep_path"):
-        if spec[key] and not os.path.isabs(spec[key]):
+        if spec.get(key) and not os.path.isabs(spec[key]):
             mgr.fail("%s must be an absolute path, not %r" % (key, spec[key]))
     escalating = root_lines(spec["unit"])
     if escalating:
