@@ -53,7 +53,8 @@ def paths(env, home, user, version):
     v = release(version) or (0, 0, 0)
     redirect = v >= REDIRECT
     base = expand(env.get("SGLANG_CACHE_DIR") or "~/.cache/sglang")
-    third = {"TRITON_CACHE_DIR": os.path.join(base, "triton"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(base, "inductor"),
+    third = {"TRITON_CACHE_DIR": os.path.join(base, "triton"),
+             "TORCHINDUCTOR_CACHE_DIR": os.path.join(base, "inductor"),
              "CUDA_CACHE_PATH": os.path.join(base, "nv"), "FLASHINFER_WORKSPACE_BASE": base} if redirect else {}
     default = {
         "SGLANG_CACHE_DIR": base,
@@ -61,7 +62,8 @@ def paths(env, home, user, version):
         "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_%s" % user,
         "FLASHINFER_WORKSPACE_BASE": home,
         "TVM_FFI_CACHE_DIR": os.path.join(home, ".cache", "tvm-ffi"),
-        "SGLANG_DG_CACHE_DIR": os.path.join(base, "deep_gemm") if redirect else os.path.join(home, ".cache", "deep_gemm"),
+        "SGLANG_DG_CACHE_DIR": (os.path.join(base, "deep_gemm") if redirect
+                                else os.path.join(home, ".cache", "deep_gemm")),
         "CUDA_CACHE_PATH": os.path.join(home, ".nv", "ComputeCache"),
     }
     out = {}
