@@ -18,6 +18,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     venv as _venv)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
+from ansible_collections.inferops.sglang.plugins.module_utils._host import caches as _caches, shm as _shm
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor, argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_port
@@ -46,7 +47,8 @@ class SglangDiscover(Base):
                                   disabled_launchers=disabled, hidden=hidden,
                                   stored=stored, msg=_listeners.hidden_message(p["port"], hidden)
                                   if hidden else "nothing listens on port %d" % p["port"],
-                                  model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
+                                  model_files=self.model_files(stored, warm=True), shm=None, caches=None,
+                                  elapsed=self.elapsed())
         server = _listeners.main_process(pids[0], procs)
         fam = _family.family_of(server, procs)
         cap = _capture.capture(server.pid)
@@ -101,6 +103,9 @@ class SglangDiscover(Base):
         result["stored"] = (cap if fresh else _stored(p["capture_path"])) if p["capture_path"] else {}
         # what a switch will load: warm it now, while the old server serves (not when the unit serves already)
         result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
+        version = result.get("running_version") or result.get("installed_version")
+        result["shm"] = _shm.usage(version, server.user)
+        result["caches"] = caches(cap, server.user, version, p.get("unit_user") or server.user)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 
@@ -149,6 +154,13 @@ class SglangDiscover(Base):
     def _progress(self, done):
         self.module.log("sglang_discover prewarm: %s of %s read in %s s"
                         % (_model_files.size(done["read"]), _model_files.size(done["planned"]), done["seconds"]))
+
+
+def caches(cap, user, version, unit_user):
+    """The caches the server uses (their sizes) and the environment that gives a unit of unit_user the same ones."""
+    env = cap.get("environment") or {}
+    return {"found": _caches.report(env, None, user, version),
+            "environment": _caches.unit_environment(env, None, user, version, unit_user)}
 
 
 def _stored(path):

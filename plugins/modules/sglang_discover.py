@@ -71,6 +71,11 @@ options:
     description: GiB of C(MemAvailable) the warm leaves to everything else.
     type: int
     default: 8
+  unit_user:
+    description:
+      - The user the unit will run the server as, for RV(caches)' C(environment); default the server's own user.
+    type: str
+    version_added: 0.3.0
 attributes:
   check_mode:
     support: full
@@ -286,6 +291,31 @@ units:
             ours: false, fights: true,
             summary: "sglang-kimi.service (/etc/systemd/system/sglang-kimi.service, enabled, inactive)"}]
   version_added: 0.2.0
+shm:
+  description:
+    - The server's user's POSIX shared memory in C(/dev/shm) that SGLang names (the running version's, else every
+      supported version's): C(segments), C(bytes), how many of them a server that is gone left behind
+      (C(left_behind), C(left_behind_bytes): the unit's next start removes them), the tmpfs's C(size_bytes) and
+      C(free_bytes), and a C(summary) line. Null when no server was found.
+  returned: always
+  type: dict
+  sample: {dir: /dev/shm, user: sglang, segments: 3, bytes: 49152, left_behind: 1, left_behind_bytes: 16384,
+           size_bytes: 68719476736, free_bytes: 68719427584,
+           summary: "3 segment(s) of sglang, 49152 bytes (1 left behind by a server that is gone, 16384 bytes); 68719427584 bytes free"}
+  version_added: 0.3.0
+caches:
+  description:
+    - The JIT and compile caches the running server uses (C(found), each with C(name), C(variable), C(path), C(set)
+      (its variable was set), C(volatile) (a boot loses it), C(bytes), C(files), C(complete)), sizes read without
+      following symlinks; and C(environment), the cache variables a unit of O(unit_user) gets so that its server finds
+      them after the cutover and after a boot (those the server sets itself are in its captured environment).
+      Null when no server was found.
+  returned: always
+  type: dict
+  sample: {found: [{name: triton, variable: TRITON_CACHE_DIR, path: /root/.triton/cache, set: false, volatile: false,
+                    bytes: 10485760, files: 120, complete: true}],
+           environment: {TRITON_CACHE_DIR: /root/.triton/cache, TORCHINDUCTOR_CACHE_DIR: /root/.cache/torchinductor}}
+  version_added: 0.3.0
 capture:
   description: argv, argv0_resolved, exe, environment, cwd, user of the server, secrets masked.
   returned: when found
@@ -307,6 +337,7 @@ def main():
             prewarm=dict(type="str", choices=["auto", "off", "plan"], default="off"),
             prewarm_budget=dict(type="int", default=600),
             prewarm_margin_gib=dict(type="int", default=8),
+            unit_user=dict(type="str"),
             **REDACT_SPEC
         ),
         supports_check_mode=True,

@@ -108,15 +108,16 @@ def rendered(tmp_path_factory):
 
 
 def injected(unit):
-    """The unit's lines that start an Exec*= other than its own ExecStart= and ExecStartPost=, or that are no
+    """The unit's lines that start an Exec*= other than its own ExecStart=, ExecStartPost= and the sweep's ExecStartPre=, or that are no
     Key=value, section or comment: what a value with a newline would have added."""
     bad = []
     for line in unit.splitlines():
         if not line or line.startswith(("#", "[")):
             continue
         key = line.split("=", 1)[0]
+        sweep = key == "ExecStartPre" and line.endswith(" -I /usr/local/bin/inferops-sglang-sweep-shm")
         if "=" not in line or not re.match(r"[A-Z][A-Za-z]+\Z", key) or key.startswith("Exec") and key not in (
-                "ExecStart", "ExecStartPost") or "evil" in line:
+                "ExecStart", "ExecStartPost") and not sweep or "evil" in line:
             bad.append(line)
     return bad
 
@@ -158,6 +159,8 @@ def test_a_space_and_a_percent_in_paths_are_escaped_and_systemd_reads_them_back(
     lines = unit.splitlines()
     assert 'ExecStart="%s" "-m" "sglang.launch_server"' % exe in unit
     assert 'ExecStartPost="%s" /usr/local/bin/inferops-sglang-ready ::1 30000' % exe in lines
+    # the shared-memory sweep runs on the same interpreter, with -I (nothing of the user's environment or paths)
+    assert 'ExecStartPre=-"%s" -I /usr/local/bin/inferops-sglang-sweep-shm' % exe in lines
     assert "WorkingDirectory=/srv/my models/100%%" in lines and "Description=SGLang on %%H" in lines
     assert injected(unit) == []
     rc, said = verify(rendered["_tmp"], "spaced", unit)
