@@ -303,6 +303,18 @@ shm:
            size_bytes: 68719476736, free_bytes: 68719427584,
            summary: "3 segment(s) of sglang, 49152 bytes (1 left behind by a server that is gone, 16384 bytes); 68719427584 bytes free"}
   version_added: 0.3.0
+restarts:
+  description:
+    - The restarts systemd made of O(unit) (C(Restart=)), as its journal keeps them (systemd's own entries only):
+      C(total), C(reasons) (the unit's result before each, such as C(watchdog) for a hung server the liveness checker
+      stopped vouching for, C(exit-code), C(signal)), C(last) (C(reason), C(at) in seconds since the epoch, C(why):
+      the liveness checker's words for C(watchdog)) and a C(summary) line. Null without O(unit) or a readable journal.
+  returned: always
+  type: dict
+  sample: {total: 1, reasons: {watchdog: 1}, last: {reason: watchdog, at: 1765000000.5,
+           why: "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"},
+           summary: "1 restart(s) by systemd (watchdog 1); the last at 2025-12-06 05:46:40 UTC, watchdog: no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"}
+  version_added: 0.3.0
 caches:
   description:
     - The JIT and compile caches the running server uses (C(found), each with C(name), C(variable), C(path), C(set)
