@@ -78,9 +78,10 @@ class Server:
         # --nnodes > 1: this node's rank in the group (sglang/_double/nodes.py); --dist-timeout, else torch's default
         self.group = nodes.Group(args, args.dist_timeout or knobs.dist_timeout_seconds) if args.nnodes > 1 else None
         self.follower = args.node_rank >= 1
-        # the first scheduler's request pipe (workers.serve_steps): every output of the server comes through it; the
-        # time of the last one is the tokenizer manager's last_receive_tstamp, which /health_generate waits on
-        self.engine = None
+        # the schedulers' request pipes (workers.serve_steps): every output of the server needs each of them (a
+        # TP group runs each batch on every rank); the time of the last one is the tokenizer manager's
+        # last_receive_tstamp, which /health_generate waits on
+        self.engines = []
         self.engine_lock = threading.Lock()
         self.last_receive = 0.0
 
@@ -128,10 +129,11 @@ class Server:
             pipes.append(rx)
             self.children.append(p)
         else:
-            for i, (dummy, title, devices, kwargs) in enumerate(specs):
+            for dummy, title, devices, kwargs in specs:
                 rx, tx = ctx.Pipe(duplex=False)
-                if i == 0 and not self.follower:
-                    self.engine, theirs = ctx.Pipe(duplex=True)
+                if not self.follower:
+                    ours, theirs = ctx.Pipe(duplex=True)
+                    self.engines.append(ours)
                     kwargs = dict(kwargs, engine=theirs)
                 p = ctx.Process(target=workers.run, name=title, daemon=False, args=(title, devices),
                                 kwargs=dict(kwargs, ready=tx))
@@ -433,16 +435,18 @@ class Server:
             return self.sigterm_seen
 
     def step(self, prefill=0.0):
-        """One output of the first scheduler (a prefill of so many seconds, or a token), waited for: none while the
-        scheduler is busy or stopped; never, once it is gone. Without a request pipe (--dp > 1, rank >= 1) only the
-        time passes."""
-        if self.engine is None:
+        """One output of the schedulers (a prefill of so many seconds, or a token), waited for: none while one of them
+        is busy or stopped; never, once one is gone. Without request pipes (--dp > 1, rank >= 1) only the time
+        passes."""
+        if not self.engines:
             time.sleep(prefill)
         else:
             with self.engine_lock:
                 try:
-                    self.engine.send(prefill)
-                    self.engine.recv()
+                    for engine in self.engines:
+                        engine.send(prefill)
+                    for engine in self.engines:
+                        engine.recv()
                 except (EOFError, OSError):
                     while True:  # nothing will ever answer this request
                         time.sleep(3600)

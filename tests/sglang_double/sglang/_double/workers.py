@@ -92,7 +92,7 @@ def run_dp_controller(title, schedulers, ready):
 
 
 def serve_steps(engine):
-    """The first scheduler's event loop, as the tokenizer manager sees it: each request of the server's (a step: a
+    """A scheduler's event loop, as the tokenizer manager sees it: each request of the server's (a step: a
     prefill of so many seconds, or one token) is answered once done, one at a time, so a long prefill holds every
     other output back (SGLang runs one batch at a time) and burns this process's CPU meanwhile, and a stopped
     scheduler (SIGSTOP) answers nothing: the server's generations and its /health_generate then wait."""
@@ -114,7 +114,7 @@ def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready
     session of its own, as orphaned schedulers are, and outlives the server; untitled: keep the spawn
     command line, as a torch worker does.
     ready: the sending end of a pipe, told once the devices are held.
-    engine: the first scheduler's end of the server's request pipe (serve_steps), or None.
+    engine: this scheduler's end of the server's request pipe (serve_steps), or None.
     """
     if detach:
         if os.fork() > 0:
