@@ -383,6 +383,19 @@ def test_live_a_long_prefill_that_keeps_health_from_answering_still_feeds_the_wa
     assert max(gaps) < 6, (gaps, text)
 
 
+def test_with_a_watchdog_the_gate_feeds_it_while_the_server_loads(double, spawn, watchdog):
+    """systemd arms the watchdog as ExecStartPost begins (service_enter_start_post), during the load: the gate sends
+    WATCHDOG=1 every second while the main process lives, so a load longer than WatchdogSec is never cut short."""
+    server = double(load="5")
+    g = gate(server.port, spawn, MAINPID=str(server.pid), NOTIFY_SOCKET=watchdog.path)
+    t0 = time.monotonic()
+    pings = watchdog.pings(4)
+    assert g.poll() is None, "still loading"
+    gaps = [b - a for a, b in zip([t0] + pings, pings)]
+    assert len(pings) >= 3 and max(gaps) < 2.0, gaps
+    assert g.wait(timeout=60) == 0
+
+
 def test_live_without_a_notify_socket_fails_its_start(double, cgroups, spawn, tmp_path):
     unit = cgroups.enter("sglang-t.service")
     server = double(preexec_fn=unit, load="0.3")
