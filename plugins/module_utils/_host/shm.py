@@ -110,9 +110,23 @@ def creator_gone(pid, st, proc=PROC):
     return start > 0 and start > st.st_ctime + SLACK
 
 
+def could_be_sglang(base):
+    """Whether a process whose maps and fds cannot be read could hold an SGLang segment: its command line (readable
+    for every process) is a Python's or names sglang. SGLang's segments are held by its own processes, retitled
+    `sglang::...` or not; a process that is not dumpable for another reason (sshd's session processes, a setuid
+    program: root's, on every host) never opens one."""
+    try:
+        with open(base + "/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return True
+    first = os.path.basename(argv[0]).decode("utf-8", "replace") if argv and argv[0] else ""
+    return first.startswith("python") or any(b"sglang" in a for a in argv) or not first
+
+
 def holders(device, proc=PROC):
     """({(dev, inode) that some process maps or holds open on that device}, {uid of a process that could not be
-    looked at: uid}). Every process of the host that this one may read (a user: its own)."""
+    looked at and could be SGLang's: uid}). Every process of the host that this one may read (a user: its own)."""
     held, unseen = set(), set()
     try:
         pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
@@ -134,7 +148,7 @@ def holders(device, proc=PROC):
                             held.add((device, int(parts[4])))
             fds = os.listdir(base + "/fd")
         except (OSError, ValueError):
-            if os.path.exists(base):
+            if os.path.exists(base) and could_be_sglang(base):
                 unseen.add(uid)
             continue
         for fd in fds:

@@ -187,3 +187,22 @@ def test_usage_for_status(shmdir, holder):
     u = _shm.usage("0.5.23", str(NOBODY), str(shmdir))
     assert (u["segments"], u["bytes"], u["left_behind"], u["left_behind_bytes"]) == (2, 8192 + 4096, 1, 8192)
     assert u["free_bytes"] > 0 and "2 segment(s)" in u["summary"]
+
+
+def test_a_process_that_cannot_be_looked_at_keeps_segments_only_when_it_could_be_sglangs(tmp_path):
+    """sshd's session processes are not dumpable (root's, on every host where the cutover runs over SSH): their maps
+    cannot be read, yet they never hold an SGLang segment; a Python or an sglang:: process that cannot be read might."""
+    proc = tmp_path / "proc"
+    for pid, cmdline in ((101, b"sshd: root@notty\0"), (102, b"/usr/sbin/sshd\0-D\0")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(cmdline)  # no maps, no fd: they cannot be looked at
+    device = os.stat(str(tmp_path)).st_dev
+    assert _shm.holders(device, str(proc)) == (set(), set())
+    for pid, cmdline in ((103, b"/opt/sglang/venv/bin/python3\0-m\0sglang.launch_server\0"), (104, b"sglang::scheduler\0"),
+                         (105, b"")):
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "cmdline").write_bytes(cmdline)
+        held, unseen = _shm.holders(device, str(proc))
+        assert unseen == {os.getuid()}, (pid, unseen)
+        (proc / str(pid) / "cmdline").unlink()
+        (proc / str(pid)).rmdir()
