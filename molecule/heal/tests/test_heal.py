@@ -5,7 +5,7 @@ launch filled are the unit's, across a host restart. In this order (pytest runs 
 import json
 import time
 
-from restart import restart  # pylint: disable=import-error
+from restart import active_again, restart  # pylint: disable=import-error
 from serving import serves_from_its_unit  # pylint: disable=import-error
 
 UNIT = "sglang-30000.service"
@@ -95,14 +95,7 @@ def test_a_drain_longer_than_the_watchdog_is_not_restarted(host):
 
 def test_after_a_host_restart_it_serves_with_its_caches(host):
     assert restart(host.backend.get_hostname()) == 0
-    deadline = time.time() + 150
-    while time.time() < deadline:
-        try:
-            if show(host, "ActiveState")["ActiveState"] == "active":
-                break
-        except Exception:  # pylint: disable=broad-except  # sshd not up yet
-            pass
-        time.sleep(1)
+    assert active_again(host, UNIT, 150) == "active"
     serves_from_its_unit(host)
     assert host.file("/root/.triton/cache/abc/kernel.cubin").content_string == "kernel\n"
     test_the_unit_uses_the_caches_the_hand_launch_filled(host)
