@@ -2,7 +2,6 @@
 written for its systemd and verified there, the gate on the server's own interpreter; then a host restart."""
 import json
 import re
-import time
 
 from restart import active_again, restart  # pylint: disable=import-error
 
