@@ -72,7 +72,7 @@ def restarts(run, unit):
         return None
     if rc != 0:
         return None
-    reasons, last, result, why = {}, None, None, None
+    reasons, last, result, why, said = {}, None, None, None, None
     for line in out.splitlines():
         try:
             entry = json.loads(line)
@@ -83,6 +83,8 @@ def restarts(run, unit):
             why = message[len("liveness: "):]
         if entry.get("_PID") != "1":
             continue
+        if isinstance(message, str) and "Watchdog timeout" in message:
+            said, why = why, None  # the checker's word before systemd acted, not what it saw of the server's end
         if entry.get("MESSAGE_ID") == UNIT_FAILED:
             result = entry.get("UNIT_RESULT") or "unknown"
         elif entry.get("MESSAGE_ID") == RESTART_SCHEDULED:
@@ -90,8 +92,8 @@ def restarts(run, unit):
             reasons[reason] = reasons.get(reason, 0) + 1
             at = entry.get("__REALTIME_TIMESTAMP")
             last = {"reason": reason, "at": int(at) / 1e6 if str(at).isdigit() else None,
-                    "why": why if reason == "watchdog" else None}
-            result, why = None, None
+                    "why": said if reason == "watchdog" else None}
+            result, why, said = None, None, None
     return {"total": sum(reasons.values()), "reasons": reasons, "last": last}
 
 

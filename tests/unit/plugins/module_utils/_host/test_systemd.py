@@ -125,6 +125,8 @@ JOURNAL = "\n".join([
     _entry("liveness: no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler "
            "(pid 813) is stopped", 901, 1765000030000000),
     _entry("sglang-30000.service: Watchdog timeout (limit 2min)!", 1, 1765000150000000),
+    _entry("liveness: no answer from /health_generate (no answer) and no progress: its scheduler sglang::scheduler "
+           "(pid 813) is gone", 901, 1765000150500000),  # what the checker saw of the end systemd began
     _entry("sglang-30000.service: Failed with result 'watchdog'.", 1, 1765000151000000,
            MESSAGE_ID=_systemd.UNIT_FAILED, UNIT_RESULT="watchdog"),
     _entry("sglang-30000.service: Scheduled restart job, restart counter is at 1.", 1, 1765000161000000,
@@ -152,7 +154,7 @@ def test_restarts_by_reason_from_systemds_own_entries_with_the_checkers_why():
     assert found["last"] == {"reason": "exit-code", "at": 1765000310.0, "why": None}
     assert calls[0][calls[0].index("journalctl"):calls[0].index("journalctl") + 3] == ["journalctl", "-u",
                                                                                       "sglang-30000.service"]
-    first = _systemd.restarts(lambda argv: (0, "\n".join(JOURNAL.splitlines()[:5]), ""), "sglang-30000.service")
+    first = _systemd.restarts(lambda argv: (0, "\n".join(JOURNAL.splitlines()[:6]), ""), "sglang-30000.service")
     assert first["last"] == {"reason": "watchdog", "at": 1765000161.0, "why": (
         "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 813) is stopped")}
 
