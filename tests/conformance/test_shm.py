@@ -32,7 +32,8 @@ def _by_path(name, path, text=None):
     import types  # pylint: disable=import-outside-toplevel
     mod = types.ModuleType(name)
     mod.__file__ = str(path)
-    exec(compile(text if text is not None else path.read_text(), str(path), "exec"), mod.__dict__)  # pylint: disable=exec-used
+    code = compile(text if text is not None else path.read_text(), str(path), "exec")
+    exec(code, mod.__dict__)  # pylint: disable=exec-used
     return mod
 
 
@@ -119,6 +120,7 @@ def double_names(version, tmp_path):
     """The names the double creates as version (--tp 2 and --tokenizer-worker-num 2: every kind it makes), once
     ready; then every one of them unlinked."""
     state = tmp_path / ("state-%s.jsonl" % version)
+    records = tmp_path / ("state-%s.jsonl.shm" % version)
     port = free_port()
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
@@ -137,12 +139,12 @@ def double_names(version, tmp_path):
                 pass
             assert time.monotonic() < deadline and proc.poll() is None, "the double did not become ready"
             time.sleep(0.05)
-        recs = [json.loads(line) for line in state.read_text().splitlines()]
+        recs = [json.loads(line) for line in records.read_text().splitlines()]
         return [(r["name"], r["pid"]) for r in recs if r["event"] == "shm_created"], proc.pid
     finally:
         proc.kill()
         proc.wait()
-        for line in state.read_text().splitlines() if state.exists() else []:
+        for line in records.read_text().splitlines() if records.exists() else []:
             r = json.loads(line)
             if r["event"] == "shm_created":
                 try:

@@ -498,7 +498,7 @@ SHM = "/dev/shm"
 
 def shm_records(d):
     """(created, unlinked): the names the server's processes recorded, in order."""
-    path = d.log.parent / "state.jsonl"
+    path = d.log.parent / "state.jsonl.shm"
     recs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     return ([r["name"] for r in recs if r["event"] == "shm_created"],
             [r["name"] for r in recs if r["event"] == "shm_unlinked"])

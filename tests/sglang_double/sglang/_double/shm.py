@@ -29,7 +29,8 @@ SharedMemory(create=True) registers the segment with multiprocessing's resource 
 shared by the spawned schedulers: it unlinks what is still registered once every process holding it is gone, unless it
 is killed with them (kill_process_tree takes every descendant, the tracker too; so does a SIGKILL of the whole tree).
 
-SGLANG_DOUBLE_STATE_FILE gets a `shm_created` / `shm_unlinked` record per segment (the double's own test channel)."""
+With SGLANG_DOUBLE_STATE_FILE set, the file beside it named `<state file>.shm` gets a `shm_created` / `shm_unlinked`
+record per segment (the double's own test channel; the state file itself keeps the server's events only)."""
 import hashlib
 import json
 import mmap
@@ -55,7 +56,7 @@ NOT_EMULATED = {
 
 def record(state_file, event, name):
     if state_file:
-        with open(state_file, "a", encoding="utf-8") as f:
+        with open(state_file + ".shm", "a", encoding="utf-8") as f:
             f.write(json.dumps({"event": event, "name": name, "time": time.time(), "pid": os.getpid()}) + "\n")
 
 
