@@ -105,6 +105,7 @@ class Running:
         if self.proc.poll() is None:
             self.proc.kill()  # the children follow (PR_SET_PDEATHSIG)
             self.proc.wait()
+        helpers.unlink_recorded_shm(self.log.parent)  # a session's doubles too (no per-test tmp_path)
 
 
 
