@@ -25,7 +25,7 @@ else:
     for name in ("sgl_shm_mq_%d_%s" % (os.getpid(), secrets.token_hex(4)),
                  "sglang_loads_%s_%s.shm" % (secrets.token_hex(6), secrets.token_hex(4))):
         fd = segment(name)
-        held.append((fd, mmap.mmap(fd, 4096)))
-    print(" ".join(os.listdir(SHM)), flush=True)
+        held.append((name, fd, mmap.mmap(fd, 4096)))
+    print(" ".join(name for name, fd, mapped in held), flush=True)
     while True:
         time.sleep(3600)

@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -599,3 +600,48 @@ def test_shm_none_without_tp_and_tokenizer_workers_0_5_9(double):
         assert shm_records(d) == ([], [])
     finally:
         unlink_all(shm_records(d)[0])
+
+
+def test_a_stopped_scheduler_fails_the_health_check_and_its_next_answer_makes_the_server_healthy(double, monkeypatch):
+    """/health_generate waits SGLANG_HEALTH_CHECK_TIMEOUT for any output of the schedulers: none while one is stopped
+    (503, UnHealthy); once it runs again the next check answers 200 and the server is Up again (every version's
+    health_generate sets `server_status = ServerStatus.Up`): a SIGTERM then drains, no force exit."""
+    monkeypatch.setenv("SGLANG_HEALTH_CHECK_TIMEOUT", "1")
+    d = double(tp=2, version="0.5.23")
+    d.wait_ready()
+    scheduler = d.titled()["sglang::scheduler_TP0"]
+    os.kill(scheduler, signal.SIGSTOP)
+    try:
+        assert d.get("/health_generate")[0] == 503
+    finally:
+        os.kill(scheduler, signal.SIGCONT)
+    assert d.get("/health_generate")[0] == 200
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=15) == 0
+    assert "Force exiting" not in d.logtext()
+
+
+def test_a_long_prefill_holds_every_output_back_and_keeps_the_schedulers_busy(double, monkeypatch):
+    """A prompt's prefill (SGLANG_DOUBLE_PREFILL_SECONDS_PER_TOKEN a word) runs in the schedulers: no output of theirs
+    meanwhile (a health check fails after its timeout), each scheduler's CPU time grows."""
+    monkeypatch.setenv("SGLANG_HEALTH_CHECK_TIMEOUT", "1")
+    d = double(tp=2, version="0.5.23", prefill_seconds_per_token="0.01")
+    d.wait_ready()
+    pids = [d.titled()[t] for t in ("sglang::scheduler_TP0", "sglang::scheduler_TP1")]
+
+    def cpu(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    before = [cpu(p) for p in pids]
+    body = json.dumps({"text": " ".join(["w"] * 400), "sampling_params": {"max_new_tokens": 2}}).encode()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(got=d.get("/generate", method="POST", body=body, headers={
+        "Content-Type": "application/json"})))
+    t.start()
+    time.sleep(0.5)
+    assert d.get("/health_generate")[0] == 503
+    t.join(30)
+    assert result["got"][0] == 200
+    assert all(cpu(p) - b >= os.sysconf("SC_CLK_TCK") for p, b in zip(pids, before)), "a second of CPU each"

@@ -96,6 +96,7 @@ class Handler(BaseHTTPRequestHandler):
             while time.time() < tic + s.knobs.health_check_timeout:
                 time.sleep(s.knobs.health_seconds)
                 if s.last_receive > tic:
+                    s.unhealthy = False  # `server_status = ServerStatus.Up` (every version's health_generate)
                     return self.send_empty(200 if not s.draining else 503)
                 if s.scheduler_lost:
                     break  # a scheduler is gone: none of its outputs will come
