@@ -46,6 +46,8 @@ QUESTIONS = {
     "cutover_prewarm_budget_sec": "How many seconds may the page-cache warm take at most?",
     "cutover_prewarm_margin_gib": "How many GiB of available memory must the warm leave free?",
     "cutover_timeout_start_sec": "How many seconds may the model take to load?",
+    "cutover_liveness_interval_sec": "How many seconds between two looks of the liveness checker?",
+    "cutover_watchdog_sec": "How many seconds may a served server neither answer nor be busy before it is restarted?",
     "cutover_boot_launchers": "What happens to @reboot and rc.local lines that start the server?",
     "cutover_existing_units": "What happens to other systemd units that could serve the port (replace them, or refuse)?",
     "cutover_on_upgrade": "When SGLang was upgraded under the running service, report it, or restart the service onto it?",

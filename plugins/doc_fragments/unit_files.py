@@ -38,6 +38,13 @@ options:
   gate_path:
     description: Where the readiness gate goes (mode 0644). Not written when not given.
     type: path
+  sweep:
+    description: The shared-memory sweep's text (the script the unit's C(ExecStartPre) runs).
+    type: str
+    default: ""
+  sweep_path:
+    description: Where the shared-memory sweep goes (mode 0644). Not written when not given.
+    type: path
   wants:
     description:
       - Units the service wants and starts after where this host has them, added to the unit's first C(Wants=) and

@@ -52,9 +52,10 @@ def _figures(record, action):
     return _number(record, "downtime_until_ready_sec"), _number(record, "load_sec")
 
 
-def cutover_metrics(record):
+def cutover_metrics(record, restarts=None):
     """The node_exporter textfile collector's file of a port (Prometheus text format, version 0.0.4) from the
-    port's record (last.json): one line per figure, labelled with the port."""
+    port's record (last.json): one line per figure, labelled with the port; with restarts (sglang_discover's: the
+    unit's restarts by systemd, by reason, as its journal keeps them), inferops_sglang_restarts_total per reason."""
     if not isinstance(record, dict):
         raise AnsibleFilterError("cutover_metrics: the record must be a dict (last.json), not %r" % (record,))
     action = record.get("action")
@@ -84,6 +85,16 @@ def cutover_metrics(record):
         metric = "inferops_sglang_" + name
         lines += ["# HELP %s %s" % (metric, text), "# TYPE %s gauge" % metric]
         lines += ["%s%s %r" % (metric, _labels(labels), value) for labels, value in series[name]]
+    if restarts is not None:
+        reasons = restarts.get("reasons") if isinstance(restarts, dict) else None
+        if not isinstance(reasons, dict) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0
+                                                for n in reasons.values()):
+            raise AnsibleFilterError("cutover_metrics: restarts must be sglang_discover's (reasons: {result: count}), "
+                                     "not %r" % (restarts,))
+        metric = "inferops_sglang_restarts_total"
+        lines += ["# HELP %s Restarts of the port's unit by systemd, by the unit's result before each (watchdog: the "
+                  "liveness checker found it hung), as its journal keeps them." % metric, "# TYPE %s counter" % metric]
+        lines += ["%s%s %d" % (metric, _labels([("port", port), ("reason", r)]), n) for r, n in sorted(reasons.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -193,6 +193,20 @@ def systemd_unit_problems(inputs):
     if not isinstance(flags, (list, tuple)) or [f for f in flags
                                                 if not isinstance(f, str) or not f.startswith("--") or _control(f)]:
         bad("secret_flags", flags, "a list of long options (--api-key)")
+    if inputs.get("liveness") and inputs.get("readiness_gate"):
+        interval, watchdog = inputs.get("liveness_interval_sec"), inputs.get("watchdog_sec")
+        why = _count_problem(interval) or (int(interval) < 1 and "at least 1 second")
+        if why:
+            bad("liveness_interval_sec", interval, why)
+        env = inputs.get("environment") if isinstance(inputs.get("environment"), dict) else {}
+        probe = env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20")
+        probe = int(probe) + 10 if isinstance(probe, str) and probe.isdigit() else 30
+        why = _count_problem(watchdog)
+        if not why and not _count_problem(interval) and int(watchdog) <= int(interval) + probe:
+            why = ("more than liveness_interval_sec (%s) plus a probe's longest wait (%d s: SGLANG_HEALTH_CHECK_TIMEOUT "
+                   "plus 10), or a server that answers slowly would be restarted" % (interval, probe))
+        if why:
+            bad("watchdog_sec", watchdog, why)
     if inputs.get("readiness_gate"):
         host = inputs.get("ready_host")
         if not _is_host(host):

@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     boot as _boot, model_files as _model_files, port_units as _port_units, readiness as _readiness,
     sglang_args as _sglang_args)
@@ -18,6 +20,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     venv as _venv)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
+from ansible_collections.inferops.sglang.plugins.module_utils._host import caches as _caches, shm as _shm
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor, argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._specs import check_port
@@ -47,7 +50,8 @@ class SglangDiscover(Base):
                                   disabled_launchers=disabled, hidden=hidden,
                                   stored=stored, msg=_listeners.hidden_message(p["port"], hidden)
                                   if hidden else "nothing listens on port %d" % p["port"],
-                                  model_files=self.model_files(stored, warm=True), elapsed=self.elapsed())
+                                  model_files=self.model_files(stored, warm=True), shm=None, caches=None,
+                                  restarts=self.restarts(service), elapsed=self.elapsed())
         server = _listeners.main_process(pids[0], procs)
         fam = _family.family_of(server, procs)
         cap = _capture.capture(server.pid)
@@ -70,7 +74,7 @@ class SglangDiscover(Base):
             except (RuntimeError, CommandError):
                 pass
         result = dict(changed=False, found=True, port=p["port"], server=dict(server.as_dict(self.redact), unit=owner),
-                      unit_state=unit_state,
+                      unit_state=unit_state, restarts=self.restarts(service),
                       family=[procs[pid].as_dict(self.redact) for pid in fam if pid in procs],
                       wrapper=wrapper, capture=public, adhoc=owner != service, disabled_launchers=disabled,
                       sglang=_family.is_sglang(server), units=self.units(service, server.pid),
@@ -104,6 +108,9 @@ class SglangDiscover(Base):
         result["refusals"] = self.refusals(result["stored"] or (cap if fresh else {}))
         # what a switch will load: warm it now, while the old server serves (not when the unit serves already)
         result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
+        version = result.get("running_version") or result.get("installed_version")
+        result["shm"] = _shm.usage(version, server.user)
+        result["caches"] = caches(cap, server.user, version, p.get("user") or server.user)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 
@@ -115,6 +122,16 @@ class SglangDiscover(Base):
     def units(self, service, server_pid):
         """The system units that could serve the port (_port_units.find), the managed one included."""
         return _port_units.find(self.params["port"], self.module.run_command, service, server_pid, redact=self.redact)
+
+    def restarts(self, service):
+        """The unit's restarts by systemd, by reason (_systemd.restarts) with a summary line; None without a unit or a
+        readable journal."""
+        if not service:
+            return None
+        found = _systemd.restarts(self.module.run_command, service)
+        if found is not None:
+            found["summary"] = _restarts_summary(found)
+        return found
 
     def model_files(self, cap, warm):
         """The weight files of the captured command, how much of them the page cache holds, and the warm's result
@@ -160,6 +177,24 @@ class SglangDiscover(Base):
     def _progress(self, done):
         self.module.log("sglang_discover prewarm: %s of %s read in %s s"
                         % (_model_files.size(done["read"]), _model_files.size(done["planned"]), done["seconds"]))
+
+
+def _restarts_summary(found):
+    """One line of the unit's restarts: how many, by reason, the last one's time and why."""
+    if not found["total"]:
+        return "no restart by systemd in the journal"
+    last = found["last"]
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last["at"])) if last.get("at") else "?"
+    return "%d restart(s) by systemd (%s); the last at %s, %s%s" % (
+        found["total"], ", ".join("%s %d" % kv for kv in sorted(found["reasons"].items())), when, last["reason"],
+        (": " + last["why"]) if last.get("why") else "")
+
+
+def caches(cap, user, version, unit_user):
+    """The caches the server uses (their sizes) and the environment that gives a unit of unit_user the same ones."""
+    env = cap.get("environment") or {}
+    return {"found": _caches.report(env, None, user, version),
+            "environment": _caches.unit_environment(env, None, user, version, unit_user)}
 
 
 def _stored(path):

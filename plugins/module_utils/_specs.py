@@ -74,6 +74,8 @@ UNIT_FILES_SPEC = dict(
     environment_path=dict(type="path"),
     gate=dict(type="str", default=""),
     gate_path=dict(type="path"),
+    sweep=dict(type="str", default=""),
+    sweep_path=dict(type="path"),
     wants=dict(type="list", elements="str", default=[]),
 )
 

@@ -55,7 +55,8 @@ options:
   user:
     description:
       - The user the unit will run as when it is not the captured one (C(cutover_user)). With it or O(group), a
-        capture that ran as root is not refused for what root would run or read (RV(refusals)).
+        capture that ran as root is not refused for what root would run or read (RV(refusals)); RV(caches)'
+        C(environment) is for this user (default the server's own).
     type: str
     default: ""
     version_added: 0.3.0
@@ -313,6 +314,43 @@ refusals:
   returned: always
   type: list
   elements: str
+  version_added: 0.3.0
+shm:
+  description:
+    - The server's user's POSIX shared memory in C(/dev/shm) that SGLang names (the running version's, else every
+      supported version's): C(segments), C(bytes), how many of them a server that is gone left behind
+      (C(left_behind), C(left_behind_bytes): the unit's next start removes them), the tmpfs's C(size_bytes) and
+      C(free_bytes), and a C(summary) line. Null when no server was found.
+  returned: always
+  type: dict
+  sample: {dir: /dev/shm, user: sglang, segments: 3, bytes: 49152, left_behind: 1, left_behind_bytes: 16384,
+           size_bytes: 68719476736, free_bytes: 68719427584,
+           summary: "3 segment(s) of sglang, 49152 bytes (1 left behind by a server that is gone, 16384 bytes); 68719427584 bytes free"}
+  version_added: 0.3.0
+restarts:
+  description:
+    - The restarts systemd made of O(unit) (C(Restart=)), as its journal keeps them (systemd's own entries only):
+      C(total), C(reasons) (the unit's result before each, such as C(watchdog) for a hung server the liveness checker
+      stopped vouching for, C(exit-code), C(signal)), C(last) (C(reason), C(at) in seconds since the epoch, C(why):
+      the liveness checker's words for C(watchdog)) and a C(summary) line. Null without O(unit) or a readable journal.
+  returned: always
+  type: dict
+  sample: {total: 1, reasons: {watchdog: 1}, last: {reason: watchdog, at: 1765000000.5,
+           why: "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"},
+           summary: "1 restart(s) by systemd (watchdog 1); the last at 2025-12-06 05:46:40 UTC, watchdog: no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"}
+  version_added: 0.3.0
+caches:
+  description:
+    - The JIT and compile caches the running server uses (C(found), each with C(name), C(variable), C(path), C(set)
+      (its variable was set), C(volatile) (a boot loses it), C(bytes), C(files), C(complete)), sizes read without
+      following symlinks; and C(environment), the cache variables a unit of O(user) (default the server's own user) gets so that its server finds
+      them after the cutover and after a boot (those the server sets itself are in its captured environment).
+      Null when no server was found.
+  returned: always
+  type: dict
+  sample: {found: [{name: triton, variable: TRITON_CACHE_DIR, path: /root/.triton/cache, set: false, volatile: false,
+                    bytes: 10485760, files: 120, complete: true}],
+           environment: {TRITON_CACHE_DIR: /root/.triton/cache, TORCHINDUCTOR_CACHE_DIR: /root/.cache/torchinductor}}
   version_added: 0.3.0
 capture:
   description: argv, argv0_resolved, exe, ids (real, effective, saved, filesystem uid and gid), environment, cwd, user of the server, secrets masked.

@@ -97,14 +97,23 @@ class Running:
                 "--port", str(self.port), *args]
         self.log = tmp / ("double-%d.log" % self.port)
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(argv, env=double_env(version), stdout=log, stderr=subprocess.STDOUT,
+            env = double_env(version, SGLANG_DOUBLE_STATE_FILE=str(tmp / ("state-%d.jsonl" % self.port)))
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
 
     def stop(self):
         if self.proc.poll() is None:
             self.proc.kill()  # the children follow (PR_SET_PDEATHSIG)
             self.proc.wait()
+        helpers.unlink_recorded_shm(self.log.parent)  # a session's doubles too (no per-test tmp_path)
 
+
+
+@pytest.fixture(autouse=True)
+def _no_shm_left(tmp_path):
+    """The shared memory this test's doubles created is gone after it (tests.helpers.unlink_recorded_shm)."""
+    yield
+    helpers.unlink_recorded_shm(tmp_path)
 
 @pytest.fixture
 def run_double(tmp_path):

@@ -10,7 +10,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from reference import record_fields  # pylint: disable=import-error
-from restart import restart  # pylint: disable=import-error
+from restart import active_again, restart  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -229,15 +229,7 @@ def test_the_api_key_is_in_no_task_output(host):
 def test_the_host_restarts_and_serves_again_once(host):
     """Last: restart the container; the service comes back ready; no second copy (the @reboot line is off)."""
     assert restart(name(host)) == 0
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if show(host, "ActiveState")["ActiveState"] == "active":
-                break
-        except Exception:  # pylint: disable=broad-except  # sshd not up yet
-            pass
-        time.sleep(1)
-    assert show(host, "ActiveState")["ActiveState"] == "active"
+    assert active_again(host, UNIT) == "active"
     assert get(host, "/health")[0] == 200
     time.sleep(3)  # cron's @reboot jobs run at its start: give a second copy the time to show
     assert len(servers(host, 30000)) == 1

@@ -2,9 +2,8 @@
 written for its systemd and verified there, the gate on the server's own interpreter; then a host restart."""
 import json
 import re
-import time
 
-from restart import restart  # pylint: disable=import-error
+from restart import active_again, restart  # pylint: disable=import-error
 
 UNIT = "sglang-30000.service"
 STATE = "/var/lib/inferops/cutover/30000"
@@ -66,15 +65,5 @@ def servers(host):
 def test_the_service_serves_once_and_again_after_a_host_restart(host):
     assert serving(host) == "200" and len(servers(host)) == 1
     assert restart(name(host)) == 0
-    deadline = time.time() + 120
-    state = None
-    while time.time() < deadline:
-        try:
-            state = host.check_output("systemctl show %s --property=ActiveState --value" % UNIT)
-        except Exception:  # pylint: disable=broad-except  # sshd not up yet
-            state = None
-        if state in ("active", "failed"):
-            break
-        time.sleep(1)
-    assert state == "active"
+    assert active_again(host, UNIT) == "active"
     assert serving(host) == "200" and len(servers(host)) == 1

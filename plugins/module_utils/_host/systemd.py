@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import re
 import signal
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
@@ -47,6 +49,52 @@ def journal(run, unit, lines=20):
     except (OSError, CommandError):
         return []
     return out.splitlines()[-lines:] if rc == 0 else []
+
+
+# systemd's own messages about a unit (sd-messages.h; journalctl's catalog names each): the unit failed, with its result
+# (UNIT_RESULT: exit-code, signal, core-dump, watchdog, timeout...); a restart of it scheduled (Restart=).
+UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
+RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
+# what the unit's liveness checker (roles/systemd_unit/files/inferops-sglang-ready --live) says when it stops feeding
+# the watchdog: the why of a restart whose result is `watchdog`
+_LIVENESS = re.compile(r"liveness: no answer from /health_generate \([^()]{0,80}\) and no progress: [^\n]{0,200}\Z")
+
+
+def restarts(run, unit):
+    """The restarts systemd made of the unit (Restart=), by reason, as its journal keeps them: {'total', 'reasons':
+    {result: count}, 'last': {'reason', 'at' (seconds since the epoch), 'why' (the liveness checker's word, for
+    `watchdog`)} or None}. Only systemd's own entries count (_PID 1: no process of the unit can write one); what the
+    journal has rotated away is not counted. None when the journal cannot be read."""
+    try:
+        rc, out, dummy = timed(run, ["journalctl", "-u", unit, "-o", "json", "--no-pager",
+                                     "--output-fields=MESSAGE_ID,UNIT_RESULT,MESSAGE,_PID"], TIMEOUT)
+    except (OSError, CommandError):
+        return None
+    if rc != 0:
+        return None
+    reasons, last, result, why, said = {}, None, None, None, None
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("MESSAGE")
+        if isinstance(message, str) and _LIVENESS.match(message):
+            why = message[len("liveness: "):]
+        if entry.get("_PID") != "1":
+            continue
+        if isinstance(message, str) and "Watchdog timeout" in message:
+            said, why = why, None  # the checker's word before systemd acted, not what it saw of the server's end
+        if entry.get("MESSAGE_ID") == UNIT_FAILED:
+            result = entry.get("UNIT_RESULT") or "unknown"
+        elif entry.get("MESSAGE_ID") == RESTART_SCHEDULED:
+            reason = result or "unknown"
+            reasons[reason] = reasons.get(reason, 0) + 1
+            at = entry.get("__REALTIME_TIMESTAMP")
+            last = {"reason": reason, "at": int(at) / 1e6 if str(at).isdigit() else None,
+                    "why": said if reason == "watchdog" else None}
+            result, why, said = None, None, None
+    return {"total": sum(reasons.values()), "reasons": reasons, "last": last}
 
 
 def _end(path, size):

@@ -27,7 +27,7 @@ UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?\Z"
 # knows it (systemd's NEWS); 0: in every systemd a supported distribution ships (219 and older). A `Key=value` entry
 # is a value newer than its key. The one table: a unit test checks that it covers every line of the template.
 SINCE = {
-    "Description": 0, "Wants": 0, "After": 0, "RequiresMountsFor": 0, "ExecStart": 0, "ExecStartPost": 0,
+    "Description": 0, "Wants": 0, "After": 0, "RequiresMountsFor": 0, "ExecStart": 0, "ExecStartPre": 0, "ExecStartPost": 0,
     "WorkingDirectory": 0, "User": 0, "Group": 0, "EnvironmentFile": 0, "KillMode": 0, "TimeoutStartSec": 0,
     "TimeoutStopSec": 0, "Restart": 0, "RestartSec": 0, "SuccessExitStatus": 0, "RestartForceExitStatus": 0,
     "LimitNOFILE": 0, "LimitMEMLOCK": 0, "LimitCORE": 0, "Type": 0,
@@ -180,8 +180,8 @@ def prepare(mgr, spec, enabled=True, state="present", restart_on_change=False):
     """What install() would do, looked at and verified, nothing written or run: (result, files, steps) for put(); a
     rejected unit or a bad path fails mgr's module."""
     name = check_unit_name(spec["name"], "name", mgr.fail)
-    for key in ("environment_path", "gate_path"):
-        if spec[key] and not os.path.isabs(spec[key]):
+    for key in ("environment_path", "gate_path", "sweep_path"):
+        if spec.get(key) and not os.path.isabs(spec[key]):
             mgr.fail("%s must be an absolute path, not %r" % (key, spec[key]))
     escalating = root_lines(spec["unit"])
     if escalating:
@@ -210,6 +210,8 @@ def prepare(mgr, spec, enabled=True, state="present", restart_on_change=False):
         files.append(env)
     if spec["gate_path"]:
         files.append(_files.File(spec["gate_path"], spec["gate"], 0o644, 0, 0))
+    if spec.get("sweep_path"):
+        files.append(_files.File(spec["sweep_path"], spec["sweep"], 0o644, 0, 0))
     if unit.content_differs:  # in check mode too; a unit that does not change was verified before
         try:
             why = verify(run, unit.content, service)

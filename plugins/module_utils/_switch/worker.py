@@ -19,7 +19,7 @@ import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
-    nvidia as _nvidia, procfs as _procfs, signals as _signals, systemd as _systemd)
+    nvidia as _nvidia, procfs as _procfs, shm as _shm, signals as _signals, systemd as _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command, timed
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File, read_json
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
@@ -367,6 +367,7 @@ class Worker:
         if res.remaining:
             raise RuntimeError("GPU holders survived SIGKILL: %s" % res.remaining)
         detail = {"released": [t.pid for t in targets], "gpus": before["gpus"]}
+        detail["shm"] = _shm.after_stop(before["family"])  # the family gone: the shared memory it left behind
         if held is not None:
             gone = set(t.pid for t in targets) | set(i[0] for i in allowed)
             back = _nvidia.memory_back(smi, held, gone, MEMORY_WAIT)

@@ -5,8 +5,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from .conftest import DOUBLE, Double, alive, children_of, cmdline, console_script, holders, wait_for
 
@@ -488,3 +491,157 @@ def test_the_version_emulated_is_the_installed_wheels(tmp_path):
                                        universal_newlines=True).strip()
     assert emulated("sglang-0.5.15+double") == "0.5.15"
     assert emulated("sglang-0.5.9") == "0.5.23"
+
+
+# --- shared memory (sglang/_double/shm.py) ------------------------------------------------------------------------
+SHM = "/dev/shm"
+
+
+def shm_records(d):
+    """(created, unlinked): the names the server's processes recorded, in order."""
+    path = d.log.parent / "state.jsonl.shm"
+    recs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return ([r["name"] for r in recs if r["event"] == "shm_created"],
+            [r["name"] for r in recs if r["event"] == "shm_unlinked"])
+
+
+def tree(pid):
+    out, todo = [], [pid]
+    while todo:
+        for c in children_of(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def sigkill_tree(d):
+    """Every process of the tree SIGKILLed (systemd's final SIGKILL of the unit's cgroup, kill_process_tree): the
+    resource tracker first, so that it cannot unlink what the others registered."""
+    for pid in sorted(tree(d.pid), key=lambda p: "resource_tracker" not in cmdline(p)) + [d.pid]:
+        os.kill(pid, signal.SIGKILL)
+    d.proc.wait(timeout=5)
+
+
+def expected_names(version, main, tp0):
+    import re  # pylint: disable=import-outside-toplevel
+    if version in ("0.5.5", "0.5.9"):  # Python's nameless psm_<hex>: the node check, the message queue
+        return [re.compile(r"psm_[0-9a-f]+\Z"), re.compile(r"psm_[0-9a-f]+\Z"),
+                re.compile("multi_tokenizer_args_%d\\Z" % main)]
+    return [re.compile(r"sglang_loads_[0-9a-f]{12}_[0-9a-f]{8}\.shm\Z"),
+            re.compile(r"sgl_shm_nodecheck_%d_[0-9a-f]{8}\Z" % tp0), re.compile(r"sgl_shm_mq_%d_[0-9a-f]{8}\Z" % tp0),
+            re.compile("multi_tokenizer_args_%d\\Z" % main)]
+
+
+def unlink_all(names):
+    for name in names:
+        try:
+            os.unlink(os.path.join(SHM, name))
+        except FileNotFoundError:
+            pass
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15", "0.5.23"])
+def test_shm_sigkilled_server_leaves_the_versions_segments(double, version):
+    d = double(args=["--tokenizer-worker-num", "2"], tp=2, version=version)
+    try:
+        d.wait_ready()
+        created, unlinked = shm_records(d)
+        tp0 = d.titled()["sglang::scheduler_TP0"]
+        pats = expected_names(version, d.pid, tp0)
+        assert len(created) == len(pats) and all(p.match(n) for p, n in zip(pats, created)), created
+        # the node check is gone after the group's barrier, the rest live in /dev/shm, the owner's only
+        assert unlinked == [created[-3]]
+        left = [n for n in created if n not in unlinked]
+        for name in left:
+            st = os.stat(os.path.join(SHM, name))
+            assert st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o600, name
+        if version == "0.5.9":
+            assert not [n for n in created if n.startswith(("sgl_shm_", "sglang_loads_"))]
+        sigkill_tree(d)
+        time.sleep(0.5)  # nothing is left that could unlink them
+        assert sorted(n for n in left if os.path.exists(os.path.join(SHM, n))) == sorted(left)
+    finally:
+        unlink_all(shm_records(d)[0])
+
+
+def test_shm_clean_stop_0_5_23_leaves_only_the_load_snapshot(double):
+    """The drained stop: the ShutdownReq's clean scheduler exit unlinks the message queue, uvicorn's finally the
+    tokenizer args; the load snapshot file is never unlinked (seen on a real 0.5.15: one a start, clean stop or not)."""
+    d = double(args=["--tokenizer-worker-num", "2"], tp=2, version="0.5.23")
+    try:
+        d.wait_ready()
+        created = shm_records(d)[0]
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(timeout=10) == 0
+        time.sleep(0.3)
+        left = [n for n in created if os.path.exists(os.path.join(SHM, n))]
+        assert len(left) == 1 and left[0].startswith("sglang_loads_"), left
+    finally:
+        unlink_all(shm_records(d)[0])
+
+
+def test_shm_sigint_0_5_9_unlinks_the_tokenizer_args(double):
+    d = double(args=["--tokenizer-worker-num", "2"], tp=1, version="0.5.9")
+    try:
+        d.wait_ready()
+        created = shm_records(d)[0]
+        assert created == ["multi_tokenizer_args_%d" % d.pid]
+        d.proc.send_signal(signal.SIGINT)
+        assert d.proc.wait(timeout=10) == 0
+        assert not os.path.exists(os.path.join(SHM, created[0]))
+    finally:
+        unlink_all(shm_records(d)[0])
+
+
+def test_shm_none_without_tp_and_tokenizer_workers_0_5_9(double):
+    d = double(tp=1, version="0.5.9")
+    try:
+        d.wait_ready()
+        assert shm_records(d) == ([], [])
+    finally:
+        unlink_all(shm_records(d)[0])
+
+
+def test_a_stopped_scheduler_fails_the_health_check_and_its_next_answer_makes_the_server_healthy(double, monkeypatch):
+    """/health_generate waits SGLANG_HEALTH_CHECK_TIMEOUT for any output of the schedulers: none while one is stopped
+    (503, UnHealthy); once it runs again the next check answers 200 and the server is Up again (every version's
+    health_generate sets `server_status = ServerStatus.Up`): a SIGTERM then drains, no force exit."""
+    monkeypatch.setenv("SGLANG_HEALTH_CHECK_TIMEOUT", "1")
+    d = double(tp=2, version="0.5.23")
+    d.wait_ready()
+    scheduler = d.titled()["sglang::scheduler_TP0"]
+    os.kill(scheduler, signal.SIGSTOP)
+    try:
+        assert d.get("/health_generate")[0] == 503
+    finally:
+        os.kill(scheduler, signal.SIGCONT)
+    assert d.get("/health_generate")[0] == 200
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=15) == 0
+    assert "Force exiting" not in d.logtext()
+
+
+def test_a_long_prefill_holds_every_output_back_and_keeps_the_schedulers_busy(double, monkeypatch):
+    """A prompt's prefill (SGLANG_DOUBLE_PREFILL_SECONDS_PER_TOKEN a word) runs in the schedulers: no output of theirs
+    meanwhile (a health check fails after its timeout), each scheduler's CPU time grows."""
+    monkeypatch.setenv("SGLANG_HEALTH_CHECK_TIMEOUT", "1")
+    d = double(tp=2, version="0.5.23", prefill_seconds_per_token="0.01")
+    d.wait_ready()
+    pids = [d.titled()[t] for t in ("sglang::scheduler_TP0", "sglang::scheduler_TP1")]
+
+    def cpu(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    before = [cpu(p) for p in pids]
+    body = json.dumps({"text": " ".join(["w"] * 400), "sampling_params": {"max_new_tokens": 2}}).encode()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(got=d.get("/generate", method="POST", body=body, headers={
+        "Content-Type": "application/json"})))
+    t.start()
+    time.sleep(0.5)
+    assert d.get("/health_generate")[0] == 503
+    t.join(30)
+    assert result["got"][0] == 200
+    assert all(cpu(p) - b >= os.sysconf("SC_CLK_TCK") for p, b in zip(pids, before)), "a second of CPU each"

@@ -71,6 +71,11 @@ class Knobs:
         self.warmup_seconds = float(env.get("SGLANG_DOUBLE_WARMUP_SECONDS", "1"))
         self.health_seconds = float(env.get("SGLANG_DOUBLE_HEALTH_SECONDS", "1"))
         self.token_seconds = float(env.get("SGLANG_DOUBLE_TOKEN_SECONDS", "0.002"))
+        # a prompt's prefill, per prompt token (a word here), in the first scheduler: its CPU busy, no output meanwhile
+        self.prefill_seconds_per_token = float(env.get("SGLANG_DOUBLE_PREFILL_SECONDS_PER_TOKEN", "0"))
+        # /health_generate's wait for any output of the schedulers: the real variable and default (every version's
+        # sglang/srt/entrypoints/http_server.py: `int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))`)
+        self.health_check_timeout = int(env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
         self.watchdog_seconds = float(env.get("SGLANG_DOUBLE_WATCHDOG_SECONDS", "5"))
         # 0.5.15+ notice a scheduler killed by a signal: while loading when a 5 s poll of the scheduler pipes
         # times out (sglang/srt/entrypoints/engine.py: 0.5.15 line 1380, 0.5.23 line 2025,

@@ -1,5 +1,6 @@
 """The HTTP API the double answers, in the shapes the real server uses."""
 import json
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler
@@ -83,11 +84,24 @@ class Handler(BaseHTTPRequestHandler):
             if s.phase != "ready" or s.draining:
                 return self.send_empty(503)
             s.first_generate()  # the real one runs a 1-token generation: a generate request
-            time.sleep(s.knobs.health_seconds)
             if s.scheduler_lost:  # no scheduler answers that generation: 503 (after up to 20 s in the real one)
+                time.sleep(s.knobs.health_seconds)
                 s.unhealthy = True
                 return self.send_empty(503)
-            return self.send_empty(200 if not s.draining else 503)
+            # its generation goes to the schedulers; any output of theirs after it began (another request's token
+            # too) is an answer, looked for every second until SGLANG_HEALTH_CHECK_TIMEOUT (every version's
+            # http_server.py health_generate: `tokenizer_manager.last_receive_tstamp > tic`), else 503 (UnHealthy)
+            tic = time.time()
+            threading.Thread(target=s.step, daemon=True).start()
+            while time.time() < tic + s.knobs.health_check_timeout:
+                time.sleep(s.knobs.health_seconds)
+                if s.last_receive > tic:
+                    s.unhealthy = False  # `server_status = ServerStatus.Up` (every version's health_generate)
+                    return self.send_empty(200 if not s.draining else 503)
+                if s.scheduler_lost:
+                    break  # a scheduler is gone: none of its outputs will come
+            s.unhealthy = True
+            return self.send_empty(503)
         if path == "/ready":
             return self.send_empty(200 if s.phase == "ready" and not s.draining else 503)
         if path in ("/get_model_info", "/model_info"):
@@ -123,8 +137,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.completions(req)
         return self.send_json(404, {"detail": "Not Found"})
 
-    def tokens(self, n):
-        """Yields n tokens at the server's pace, counting the request as in flight."""
+    def tokens(self, n, prompt_tokens=1):
+        """Yields n tokens at the server's pace, each an output of the scheduler's, the first after the prompt's
+        prefill, counting the request as in flight."""
         s = self.srv
         s.first_generate()
         with s.lock:
@@ -132,8 +147,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             while s.scheduler_lost:  # no scheduler answers: the request waits for ever
                 time.sleep(1)
+            s.step(prompt_tokens * s.knobs.prefill_seconds_per_token)
             for i in range(n):
                 time.sleep(s.knobs.token_seconds)
+                if i:
+                    s.step()
                 yield " tok%d" % i
         finally:
             with s.lock:
@@ -155,14 +173,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"text": "", "output_ids": [0], "meta_info": meta})
             return self.stream([("", meta)])
         if not req.get("stream"):
-            text = "".join(self.tokens(n))
+            text = "".join(self.tokens(n, meta["prompt_tokens"]))
             meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
             return self.send_json(200, {"text": text, "output_ids": list(range(10, 10 + n)), "meta_info": meta})
         return self.stream(self.chunks(n, meta))
 
     def chunks(self, n, meta):
         text = ""
-        for i, tok in enumerate(self.tokens(n)):
+        for i, tok in enumerate(self.tokens(n, meta["prompt_tokens"])):
             text += tok
             meta["completion_tokens"] = i + 1
             if i + 1 == n:
@@ -185,8 +203,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def completions(self, req):
         n = int(req.get("max_tokens", 16))
-        text = "".join(self.tokens(n))
         prompt_tokens = max(1, len(str(req.get("prompt", "")).split()))
+        text = "".join(self.tokens(n, prompt_tokens))
         return self.send_json(200, {
             "id": uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
             "model": self.srv.served_model_name,

@@ -17,6 +17,7 @@ exit 1, once serving SIGKILL of the tree and themselves.
 import json
 import multiprocessing
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -27,7 +28,7 @@ from http.server import ThreadingHTTPServer
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
-from sglang._double import nodes, workers
+from sglang._double import nodes, shm, workers
 from sglang._double.config import Knobs
 from sglang._double.http import DummyHealthHandler, Handler
 
@@ -78,6 +79,15 @@ class Server:
         # --nnodes > 1: this node's rank in the group (sglang/_double/nodes.py); --dist-timeout, else torch's default
         self.group = nodes.Group(args, args.dist_timeout or knobs.dist_timeout_seconds) if args.nnodes > 1 else None
         self.follower = args.node_rank >= 1
+        # the schedulers' request pipes (workers.serve_steps): every output of the server needs each of them (a
+        # TP group runs each batch on every rank); the time of the last one is the tokenizer manager's
+        # last_receive_tstamp, which /health_generate waits on
+        self.engines = []
+        self.engine_lock = threading.Lock()
+        self.last_receive = 0.0
+        # PortArgs.init_new's instance id (0.5.15+), which names the load snapshot file (sglang/_double/shm.py)
+        self.instance_id = shm.new_instance_id() if knobs.at_least("0.5.15") else None
+        self.tokenizer_args = None  # multi_tokenizer_args_<pid> (--tokenizer-worker-num > 1)
 
     # --- records -------------------------------------------------------------------------
     def record(self, event):
@@ -105,8 +115,11 @@ class Server:
                     gpu = a.base_gpu_id + (dp * pp_per_node * tp_per_node) + local
                     ep = tp // max(a.tp_size // a.ep_size, 1)
                     title = scheduler_title(k.version, dp, tp, pp, ep, a)
+                    segments = {"version": k.version, "tp_rank": tp, "tp_size": a.tp_size, "pp_rank": pp,
+                                "dp_size": a.dp_size, "instance_id": self.instance_id, "state_file": k.state_file}
                     specs.append((dp, title, workers.device_files(k.device_globs, gpu),
-                                  {"detach": "orphan_workers" in k.faults, "cuda_gib": k.cuda_gib, "gpu": gpu}))
+                                  {"detach": "orphan_workers" in k.faults, "cuda_gib": k.cuda_gib, "gpu": gpu,
+                                   "segments": segments}))
         return specs
 
     def spawn_children(self):
@@ -125,6 +138,10 @@ class Server:
         else:
             for dummy, title, devices, kwargs in specs:
                 rx, tx = ctx.Pipe(duplex=False)
+                if not self.follower:
+                    ours, theirs = ctx.Pipe(duplex=True)
+                    self.engines.append(ours)
+                    kwargs = dict(kwargs, engine=theirs)
                 p = ctx.Process(target=workers.run, name=title, daemon=False, args=(title, devices),
                                 kwargs=dict(kwargs, ready=tx))
                 p.start()
@@ -159,6 +176,8 @@ class Server:
         return not self.stopping and any(doomed(p.pid) for p in self.children)
 
     def kill_tree(self, sig=signal.SIGKILL):
+        """kill_process_tree: every descendant (psutil's children(recursive=True)), multiprocessing's resource tracker
+        too, so that the shared memory it would unlink once the tree is gone stays (sglang/_double/shm.py)."""
         self.stopping = True
         for p in self.children:
             for pid in _descendants(p.pid) + [p.pid]:
@@ -166,6 +185,26 @@ class Server:
                     os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
+        for pid in _descendants(os.getpid()):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def shutdown_req(self):
+        """The ShutdownReq to the children (workers.SHUTDOWN_REQ): they release and exit 0."""
+        for p in self.children:
+            try:
+                os.kill(p.pid, workers.SHUTDOWN_REQ)
+            except ProcessLookupError:
+                pass
+
+    def uvicorn_returned(self):
+        """The `finally` after uvicorn.run returns (or raises SystemExit): multi_tokenizer_args unlinked (0.5.5
+        entrypoints/http_server.py:1428, 0.5.9 :1998, 0.5.15 :2474, 0.5.23 :3081), before launch_server's own finally
+        kills the children."""
+        if self.tokenizer_args is not None:
+            self.tokenizer_args.unlink()
 
     def die(self, code):
         self.kill_tree()
@@ -230,6 +269,7 @@ class Server:
             return
         log("Shutting down")
         log("Finished server process [%d]" % os.getpid())
+        self.uvicorn_returned()
         self.kill_tree()
         self.record("stopped")
         os._exit(0)
@@ -259,16 +299,14 @@ class Server:
         if self.group is not None:  # the ShutdownReq reaches every TP rank, the other nodes' too
             self.record("shutdown_broadcast")
             self.group.broadcast_shutdown()
-        for p in self.children:
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        self.shutdown_req()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and any(p.exitcode is None for p in self.children):
             time.sleep(0.1)
         if self.knobs.at_least("0.5.23"):
+            # kill_process_tree(include_parent=False), then the server's stop hook: uvicorn.run returns
             self.kill_tree()
+            self.uvicorn_returned()
             os._exit(0)
         self.die_by_sigkill()
 
@@ -365,11 +403,7 @@ class Server:
         `_global_state.tokenizer_manager.serving_chat_class`), and uvicorn exits with STARTUP_FAILURE, 3."""
         self.record("shutdown_received")
         self.stopping = True
-        for p in self.children:
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        self.shutdown_req()
         for p in self.children:
             p.join()
         log("Scheduler or DataParallelController terminated with 0")
@@ -424,6 +458,24 @@ class Server:
                 pass
             return self.sigterm_seen
 
+    def step(self, prefill=0.0):
+        """One output of the schedulers (a prefill of so many seconds, or a token), waited for: none while one of them
+        is busy or stopped; never, once one is gone. Without request pipes (--dp > 1, rank >= 1) only the time
+        passes."""
+        if not self.engines:
+            time.sleep(prefill)
+        else:
+            with self.engine_lock:
+                try:
+                    for engine in self.engines:
+                        engine.send(prefill)
+                    for engine in self.engines:
+                        engine.recv()
+                except (EOFError, OSError):
+                    while True:  # nothing will ever answer this request
+                        time.sleep(3600)
+        self.last_receive = time.time()
+
     def first_generate(self):
         """A generate request: SGLang installs its SIGTERM handler then, unless uvicorn's already took a SIGTERM."""
         if not self.handlers and not self.sigterm_arrived():
@@ -444,6 +496,8 @@ class Server:
         self.load()
         if self.follower:
             return self.follow()
+        if a.tokenizer_worker_num > 1:  # write_data_for_multi_tokenizer, before uvicorn.run (sglang/_double/shm.py)
+            self.tokenizer_args = shm.TokenizerArgs(pickle.dumps((None, vars(a), {})), k.state_file)
         # the lifespan's startup: the warm-up thread starts before uvicorn binds the port
         self.phase = "warmup"
         self.record("warmup")
@@ -515,7 +569,8 @@ class Server:
         STARTUP_FAILURE (3); a SIGTERM taken meanwhile is raised again when uvicorn stops capturing signals."""
         self.warm.join()
         if self.uvicorn_exit:
-            self.die_by_sigterm()
+            self.die_by_sigterm()  # raised inside uvicorn.run: no finally
+        self.uvicorn_returned()  # uvicorn's sys.exit(3) goes through the finally
         self.die(3)  # launch_server's finally: kill_process_tree(os.getpid(), include_parent=False)
 
     def uvicorn_shutdown(self):

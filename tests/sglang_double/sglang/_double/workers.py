@@ -11,6 +11,12 @@ import signal
 import time
 
 from sglang._double import nccl
+from sglang._double import shm
+
+# The double's ShutdownReq (0.5.15 managers/tokenizer_manager.py:2684, 0.5.23 :3547): the scheduler's event loop ends
+# and run_scheduler_process returns (0.5.15 managers/scheduler.py:4328-4349), a clean exit, 0. A signal of its own, so
+# that a SIGTERM from outside still kills a scheduler at once (the real one installs no handler for it).
+SHUTDOWN_REQ = signal.SIGUSR1
 
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
@@ -37,6 +43,7 @@ def device_files(globs, gpu):
 
 
 _HELD = []  # open device files and CUDA buffers, kept for the life of the process
+_SEGMENTS = []  # this scheduler's shared memory (shm.SchedulerSegments)
 
 
 def _hold(paths):
@@ -63,11 +70,19 @@ def _become(title, devices, cuda_gib, gpu):
         setproctitle.setproctitle(title)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # no handler: SIGTERM kills a scheduler at once
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(SHUTDOWN_REQ, _shutdown)
     _hold(devices)
     if cuda_gib:
         _HELD.append(_cuda_allocate(gpu, cuda_gib))
         if title:
             _HELD.append(nccl.communicator(title, gpu))
+
+
+def _shutdown(signum, frame):  # pylint: disable=unused-argument
+    """A ShutdownReq: the clean path's releases (the message queue's __del__ unlinks its segment), exit 0."""
+    for seg in _SEGMENTS:
+        seg.release()
+    os._exit(0)
 
 
 def run_dp_controller(title, schedulers, ready):
@@ -85,19 +100,49 @@ def run_dp_controller(title, schedulers, ready):
         p.start()
         pipes.append(rx)
         procs.append(p)
+    def forward(signum, frame):  # pylint: disable=unused-argument
+        """The controller hands the ShutdownReq to its schedulers and ends once they did."""
+        for p in procs:
+            try:
+                os.kill(p.pid, SHUTDOWN_REQ)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            p.join()
+        os._exit(0)
+
+    signal.signal(SHUTDOWN_REQ, forward)
     for rx in pipes:
         rx.recv()
     ready.send(True)
     _sleep_forever()
 
 
-def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None):
+def serve_steps(engine):
+    """A scheduler's event loop, as the tokenizer manager sees it: each request of the server's (a step: a
+    prefill of so many seconds, or one token) is answered once done, one at a time, so a long prefill holds every
+    other output back (SGLang runs one batch at a time) and burns this process's CPU meanwhile, and a stopped
+    scheduler (SIGSTOP) answers nothing: the server's generations and its /health_generate then wait."""
+    while True:
+        try:
+            prefill = engine.recv()
+        except (EOFError, OSError):
+            return
+        end = time.monotonic() + prefill
+        while time.monotonic() < end:
+            pass  # the forward passes of a chunked prefill keep the scheduler busy
+        engine.send(True)
+
+
+def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready=None, engine=None, segments=None):
     """Entry of a spawned child.
 
     detach: fork once more and leave, so the worker is reparented (to PID 1 or a subreaper) in a
     session of its own, as orphaned schedulers are, and outlives the server; untitled: keep the spawn
     command line, as a torch worker does.
     ready: the sending end of a pipe, told once the devices are held.
+    engine: this scheduler's end of the server's request pipe (serve_steps), or None.
+    segments: a scheduler's shm.SchedulerSegments arguments (its shared memory, made before it reports ready), or None.
     """
     if detach:
         if os.fork() > 0:
@@ -106,6 +151,10 @@ def run(title, devices, detach=False, untitled=False, cuda_gib=0.0, gpu=0, ready
     else:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _become(None if untitled else title, devices, cuda_gib, gpu)
+    if segments is not None:
+        _SEGMENTS.append(shm.SchedulerSegments(**segments))
     if ready is not None:
         ready.send(True)
+    if engine is not None:
+        serve_steps(engine)
     _sleep_forever()

@@ -81,3 +81,22 @@ def test_a_bad_record_is_named(record, says):
     with pytest.raises(AnsibleFilterError) as e:
         cutover_metrics(record)
     assert says in str(e.value)
+
+
+def test_the_units_restarts_by_reason_are_a_counter():
+    """The status passes sglang_discover's restarts: one series per reason, a counter the parser reads back."""
+    text = cutover_metrics(SWITCH, {"total": 3, "reasons": {"watchdog": 2, "exit-code": 1}, "last": None})
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    restarts = families["inferops_sglang_restarts"]
+    assert restarts.type == "counter" and restarts.documentation
+    assert sorted((s.labels["reason"], s.value) for s in restarts.samples if s.name.endswith("_total")) == [
+        ("exit-code", 1.0), ("watchdog", 2.0)]
+    assert all(s.labels["port"] == "30000" for s in restarts.samples)
+    assert "restarts" not in {f.name for f in text_string_to_metric_families(cutover_metrics(SWITCH))}
+    assert "inferops_sglang_restarts_total" not in cutover_metrics(SWITCH)
+
+
+@pytest.mark.parametrize("restarts", [{"reasons": {"watchdog": -1}}, {"reasons": {"watchdog": True}}, {"total": 1}, []])
+def test_restarts_that_are_not_discoverys_are_named(restarts):
+    with pytest.raises(AnsibleFilterError, match="restarts must be sglang_discover's"):
+        cutover_metrics(SWITCH, restarts)

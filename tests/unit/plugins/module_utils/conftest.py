@@ -13,6 +13,8 @@ import tempfile
 
 import pytest
 
+from tests import helpers
+
 from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners
 from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command
@@ -22,6 +24,13 @@ DOUBLE = str(ROOT / "tests" / "sglang_double")
 MIB = 1 << 20
 NOBODY = pwd.getpwnam("nobody")
 
+
+
+@pytest.fixture(autouse=True)
+def _no_shm_left(tmp_path):
+    """The shared memory this test's doubles created is gone after it (tests.helpers.unlink_recorded_shm)."""
+    yield
+    helpers.unlink_recorded_shm(tmp_path)
 
 @pytest.fixture
 def run(spawn, tmp_path):

@@ -157,9 +157,20 @@ def test_a_start_that_fails_fails_the_module_with_what_was_done(tmp_path):
     (dict(name="-bad"), "name '-bad': give the service's name without .service"),
     (dict(environment_path="env/x.env"), "environment_path must be an absolute path, not 'env/x.env'"),
     (dict(gate_path="ready.sh"), "gate_path must be an absolute path, not 'ready.sh'"),
+    (dict(sweep_path="sweep"), "sweep_path must be an absolute path, not 'sweep'"),
 ])
 def test_bad_names_and_relative_paths_are_refused_before_anything(tmp_path, params, message):
     host = Host(tmp_path, **params)
     with pytest.raises(Failed, match=message):
         SglangUnit(host).run()
     assert host.asked == [] and not (tmp_path / "units").exists()
+
+
+def test_the_shared_memory_sweep_is_installed_as_the_gate_is(tmp_path):
+    """The ExecStartPre's script goes where sweep_path says (0644, root's), and a rerun changes nothing."""
+    sweep = tmp_path / "bin" / "sweep"
+    r = result_of(Host(tmp_path, sweep="# the sweep\n", sweep_path=str(sweep)))
+    assert str(sweep) in r["changed_files"] and sweep.read_text() == "# the sweep\n" and mode(sweep) == "0o644"
+    again = result_of(Host(tmp_path, sweep="# the sweep\n", sweep_path=str(sweep),
+                           units={"sglang-30000.service": dict(LoadState="loaded", UnitFileState="enabled")}))
+    assert again["changed_files"] == []

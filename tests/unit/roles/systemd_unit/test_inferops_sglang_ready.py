@@ -5,8 +5,11 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -249,3 +252,155 @@ def test_the_gate_reads_a_cgroup_as_the_modules_do(text):
     """The gate runs on the server's interpreter, outside the collection: its rule is written again there, and the two
     must agree (module_utils/_host/procfs.cgroup_path)."""
     assert load_gate().tracked(text.encode()) == _procfs.cgroup_path(text)
+
+
+# --- the liveness checker (--live) -----------------------------------------------------------------------------------
+
+class Watchdog:
+    """systemd's end of $NOTIFY_SOCKET: a datagram socket whose messages are kept with the time each came."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.1)
+        self.got = []
+
+    def read(self, seconds):
+        """Every message of the next seconds, kept; returns those."""
+        end, new = time.monotonic() + seconds, []
+        while time.monotonic() < end:
+            try:
+                new.append((time.monotonic(), self.sock.recv(4096).decode()))
+            except socket.timeout:
+                continue
+        self.got.extend(new)
+        return new
+
+    def pings(self, seconds):
+        return [t for t, m in self.read(seconds) if m == "WATCHDOG=1"]
+
+
+@pytest.fixture
+def watchdog(tmp_path):
+    w = Watchdog(tmp_path / "notify")
+    yield w
+    w.sock.close()
+
+
+def live(port, spawn, journal, preexec_fn, interval="0.5", **env):
+    """The checker, started as its ExecStartPost is (isolated, in the unit's cgroup): returns once it forked, its
+    ExecStartPost ended; what the left child says goes to journal."""
+    p = subprocess.Popen([sys.executable, "-I", GATE, "--live", "127.0.0.1", str(port), interval],
+                         env=dict(os.environ, **env), preexec_fn=preexec_fn, stdout=open(str(journal), "ab"),
+                         stderr=subprocess.STDOUT)
+    assert p.wait(timeout=15) == 0, journal.read_text()
+    return p
+
+
+HEALTH_TIMEOUT = "2"  # SGLANG_HEALTH_CHECK_TIMEOUT of the server and, through the unit's environment file, the checker
+
+
+@pytest.fixture
+def served(double, cgroups, spawn, tmp_path, watchdog):
+    """A server of the double in the unit's cgroup, ready, and its checker feeding watchdog; (server, scheduler pid,
+    journal)."""
+    def start(prefill="0"):
+        unit = cgroups.enter("sglang-t.service")
+        knobs = {"SGLANG_HEALTH_CHECK_TIMEOUT": HEALTH_TIMEOUT, "SGLANG_DOUBLE_PREFILL_SECONDS_PER_TOKEN": prefill}
+        os.environ.update(knobs)
+        try:
+            server = double(preexec_fn=unit, load="0.3")
+        finally:
+            for k in knobs:
+                del os.environ[k]
+        g = gate(server.port, spawn, preexec_fn=unit, MAINPID=str(server.pid))
+        assert g.wait(timeout=60) == 0
+        scheduler = [p.pid for p in _procfs.snapshot().values()
+                     if p.cmdline.startswith("sglang::scheduler") and server.pid in _procfs.ancestors(p.pid)][0]
+        journal = tmp_path / "journal"
+        live(server.port, spawn, journal, unit, MAINPID=str(server.pid), NOTIFY_SOCKET=watchdog.path,
+             SGLANG_HEALTH_CHECK_TIMEOUT=HEALTH_TIMEOUT)
+        return server, scheduler, journal
+    return start
+
+
+def test_live_feeds_the_watchdog_while_the_server_answers_and_stops_when_it_ends(served, watchdog):
+    server, scheduler, journal = served()
+    pings = watchdog.pings(4)
+    assert len(pings) >= 4, (watchdog.got, journal.read_text())
+    assert "liveness: watching /health_generate on port %d every 0.5 s and 1 scheduler(s): sglang::scheduler (pid %d)" \
+        % (server.port, scheduler) in journal.read_text()
+    checker = [p.pid for p in _procfs.snapshot().values() if "--live" in p.cmdline]
+    assert len(checker) == 1, "one checker left in the unit"
+    server.kill()
+    server.wait()
+    wait_for(lambda: not [p for p in _procfs.snapshot().values() if "--live" in p.cmdline], 30)
+
+
+def test_live_a_stopped_scheduler_gets_no_watchdog_then_feeds_it_again_once_it_runs(served, watchdog):
+    """SIGSTOP of the scheduler (a hang with every process alive): /health_generate gets no output within its
+    timeout, and the stopped scheduler is no progress: no WATCHDOG=1 (systemd then ends the server after WatchdogSec).
+    Once it runs again the answers feed the watchdog again."""
+    server, scheduler, journal = served()
+    assert watchdog.pings(2)
+    os.kill(scheduler, signal.SIGSTOP)
+    try:
+        watchdog.read(float(HEALTH_TIMEOUT) + 1.5)  # a probe sent before the stop may still be answered
+        assert watchdog.pings(6) == [], journal.read_text()
+        assert "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler " \
+               "(pid %d) is stopped" % scheduler in journal.read_text()
+    finally:
+        os.kill(scheduler, signal.SIGCONT)
+    assert watchdog.pings(float(HEALTH_TIMEOUT) + 3)
+    assert "liveness: answered again" in journal.read_text()
+
+
+def test_live_a_long_prefill_that_keeps_health_from_answering_still_feeds_the_watchdog(served, watchdog):
+    """A 12-s prefill (a long prompt): no output of the scheduler meanwhile, so /health_generate answers 503 after its
+    timeout, but the scheduler is busy: the watchdog is fed all along (never a gap near WatchdogSec)."""
+    server, scheduler, journal = served(prefill="0.01")
+    prompt = " ".join(["word"] * 1200)
+    body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": 2}}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/generate" % server.port, data=body,
+                                 headers={"Content-Type": "application/json"})
+    result = {}
+
+    def generate():
+        with urllib.request.urlopen(req, timeout=60) as r:
+            result["status"] = r.status
+        result["seconds"] = time.monotonic() - t0
+
+    t = threading.Thread(target=generate)
+    t0 = time.monotonic()
+    t.start()
+    pings = watchdog.pings(11)
+    t.join(30)
+    assert result.get("status") == 200 and result["seconds"] >= 12, result
+    text = journal.read_text()
+    assert "no answer from /health_generate (HTTP 503), but every scheduler is busy: not restarted" in text, text
+    gaps = [b - a for a, b in zip([t0] + pings, pings + [t0 + 11])]
+    assert max(gaps) < 6, (gaps, text)
+
+
+def test_with_a_watchdog_the_gate_feeds_it_while_the_server_loads(double, spawn, watchdog):
+    """systemd arms the watchdog as ExecStartPost begins (service_enter_start_post), during the load: the gate sends
+    WATCHDOG=1 every second while the main process lives, so a load longer than WatchdogSec is never cut short."""
+    server = double(load="5")
+    g = gate(server.port, spawn, MAINPID=str(server.pid), NOTIFY_SOCKET=watchdog.path)
+    t0 = time.monotonic()
+    pings = watchdog.pings(4)
+    assert g.poll() is None, "still loading"
+    gaps = [b - a for a, b in zip([t0] + pings, pings)]
+    assert len(pings) >= 3 and max(gaps) < 2.0, gaps
+    assert g.wait(timeout=60) == 0
+
+
+def test_live_without_a_notify_socket_fails_its_start(double, cgroups, spawn, tmp_path):
+    unit = cgroups.enter("sglang-t.service")
+    server = double(preexec_fn=unit, load="0.3")
+    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+    p = subprocess.run([sys.executable, "-I", GATE, "--live", "127.0.0.1", str(server.port), "1"], env=dict(
+        env, MAINPID=str(server.pid)), preexec_fn=unit, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        universal_newlines=True, timeout=15, check=False)
+    assert p.returncode == 1 and "no NOTIFY_SOCKET: the unit's watchdog needs NotifyAccess=all" in p.stderr

@@ -42,6 +42,10 @@ CASE = """
         systemd_unit_description: "{{ case.description | default('SGLang inference server') }}"
         systemd_unit_user: "{{ case.user | default('root') }}"
         systemd_unit_limits: "{{ case.limits | default({'LimitNOFILE': '1048576'}) }}"
+        systemd_unit_readiness_gate: "{{ case.gate | default(true) }}"
+        systemd_unit_liveness: "{{ case.liveness | default(true) }}"
+        systemd_unit_watchdog_sec: "{{ case.watchdog | default(120) }}"
+        systemd_unit_environment: "{{ case.environment | default({}) }}"
     - name: Rendered
       ansible.builtin.set_fact:
         outcomes: "{{ outcomes | default({}) | combine({case.id: {'unit': systemd_unit_rendered.unit,
@@ -84,6 +88,11 @@ def rendered(tmp_path_factory):
         dict(id="ipv6_bracketed", command=[py] + args + ["--host", "[::]"]),
         dict(id="tls", command=[py] + args + ["--ssl-certfile", "/etc/tls/c.pem", "--ssl-keyfile", "/etc/tls/k.pem",
                                               "--ssl-keyfile-password", "pem-pass-1"]),
+        dict(id="watchdog_short", command=[py] + args, watchdog=35),
+        dict(id="watchdog_short_probe", command=[py] + args, watchdog=35,
+             environment={"SGLANG_HEALTH_CHECK_TIMEOUT": "5"}),
+        dict(id="no_gate", command=[py] + args, gate=False),
+        dict(id="no_liveness", command=[py] + args, liveness=False),
     ]
     (tmp / "play.yml").write_text(PLAYBOOK)
     (tmp / "case.yml").write_text(CASE)
@@ -101,15 +110,16 @@ def rendered(tmp_path_factory):
 
 
 def injected(unit):
-    """The unit's lines that start an Exec*= other than its own ExecStart= and ExecStartPost=, or that are no
+    """The unit's lines that start an Exec*= other than its own ExecStart=, ExecStartPost= and the sweep's ExecStartPre=, or that are no
     Key=value, section or comment: what a value with a newline would have added."""
     bad = []
     for line in unit.splitlines():
         if not line or line.startswith(("#", "[")):
             continue
         key = line.split("=", 1)[0]
+        sweep = key == "ExecStartPre" and line.endswith(" -I /usr/local/bin/inferops-sglang-sweep-shm")
         if "=" not in line or not re.match(r"[A-Z][A-Za-z]+\Z", key) or key.startswith("Exec") and key not in (
-                "ExecStart", "ExecStartPost") or "evil" in line:
+                "ExecStart", "ExecStartPost") and not sweep or "evil" in line:
             bad.append(line)
     return bad
 
@@ -124,6 +134,8 @@ def injected(unit):
     ("user", "systemd_unit_user 'svc\\nUser=root': a string without control characters"),
     ("limit", "systemd_unit_limits {'LimitNOFILE': '1\\nExecStartPre=+/srv/evil.sh'}: a number, infinity"),
     ("description", "systemd_unit_description 'x\\nExecStartPre=+/srv/evil.sh': a string without control"),
+    ("watchdog_short", "systemd_unit_watchdog_sec 35: more than liveness_interval_sec (10) plus a probe's longest wait "
+                       "(30 s: SGLANG_HEALTH_CHECK_TIMEOUT plus 10)"),
 ])
 def test_a_value_that_would_add_a_line_is_refused_naming_the_rule_and_the_value(rendered, case, variable):
     got = rendered[case]
@@ -149,6 +161,8 @@ def test_a_space_and_a_percent_in_paths_are_escaped_and_systemd_reads_them_back(
     lines = unit.splitlines()
     assert 'ExecStart="%s" "-m" "sglang.launch_server"' % exe in unit
     assert 'ExecStartPost="%s" /usr/local/bin/inferops-sglang-ready ::1 30000' % exe in lines
+    # the shared-memory sweep runs on the same interpreter, with -I (nothing of the user's environment or paths)
+    assert 'ExecStartPre=-"%s" -I /usr/local/bin/inferops-sglang-sweep-shm' % exe in lines
     assert "WorkingDirectory=/srv/my models/100%%" in lines and "Description=SGLang on %%H" in lines
     assert injected(unit) == []
     rc, said = verify(rendered["_tmp"], "spaced", unit)
@@ -162,6 +176,32 @@ def test_the_gate_asks_a_wildcard_bind_on_loopback_of_its_own_family(rendered, c
     answers): the gate asks ::1, not 127.0.0.1 - there it would wait out TimeoutStartSec."""
     lines = rendered[case]["unit"].splitlines()
     assert "ExecStartPost=/opt/sglang/venv/bin/python /usr/local/bin/inferops-sglang-ready %s 30000" % asked in lines
+
+
+def test_liveness_a_checker_feeds_the_units_watchdog_once_the_gate_passed(rendered):
+    """By default: after the gate, a second ExecStartPost leaves the checker in the unit (isolated: -I), the watchdog
+    counts from the end of the start-up, and the checker, not the main process, may feed it; systemd accepts it."""
+    unit = rendered["ipv4_wildcard"]["unit"]
+    lines = unit.splitlines()
+    gate = lines.index("ExecStartPost=/opt/sglang/venv/bin/python /usr/local/bin/inferops-sglang-ready 127.0.0.1 30000")
+    assert lines[gate + 2:gate + 5] == [
+        "ExecStartPost=/opt/sglang/venv/bin/python -I /usr/local/bin/inferops-sglang-ready --live 127.0.0.1 30000 10",
+        "WatchdogSec=120", "NotifyAccess=all"]
+    spaced = rendered["spaced_exe"]["unit"]  # an executable that exists, for systemd-analyze
+    assert "--live ::1 30000 10" in spaced and "WatchdogSec=120" in spaced.splitlines()
+    rc, said = verify(rendered["_tmp"], "liveness", spaced)
+    assert rc == 0, said
+
+
+@pytest.mark.parametrize("case", ["no_gate", "no_liveness"])
+def test_no_liveness_without_the_gate_or_when_off(rendered, case):
+    """Without the gate the start-up completes at once, so the watchdog would count the load: no liveness then."""
+    unit = rendered[case]["unit"]
+    assert "--live" not in unit and "WatchdogSec" not in unit and "NotifyAccess" not in unit
+
+
+def test_a_shorter_health_check_timeout_allows_a_shorter_watchdog(rendered):
+    assert "WatchdogSec=35" in rendered["watchdog_short_probe"]["unit"].splitlines()
 
 
 def test_a_percent_in_the_executable_is_no_specifier(rendered):

@@ -110,3 +110,55 @@ def test_the_failures_log_lines_never_quote_a_root_only_file_the_owner_linked_to
     assert _systemd.tail(str(home / "real.log")) == []
     os.mkfifo(str(home / "fifo"))
     assert _systemd.tail(str(home / "fifo")) == []  # and it does not hang
+
+
+def _entry(message, pid, at, **fields):
+    import json
+    return json.dumps(dict(fields, MESSAGE=message, _PID=str(pid), __REALTIME_TIMESTAMP=str(at)))
+
+
+# `journalctl -u sglang-30000.service -o json` of a unit that a hung server got restarted once by the watchdog and
+# crashed once (systemd 252's own entries, _PID 1; the unit's lines by its processes), with what a process of the unit
+# could print to imitate systemd: a MESSAGE_ID of its own, which carries _PID of that process
+JOURNAL = "\n".join([
+    _entry("The server is fired up and ready to roll!", 812, 1765000000000000),
+    _entry("liveness: no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler "
+           "(pid 813) is stopped", 901, 1765000030000000),
+    _entry("sglang-30000.service: Watchdog timeout (limit 2min)!", 1, 1765000150000000),
+    _entry("liveness: no answer from /health_generate (no answer) and no progress: its scheduler sglang::scheduler "
+           "(pid 813) is gone", 901, 1765000150500000),  # what the checker saw of the end systemd began
+    _entry("sglang-30000.service: Failed with result 'watchdog'.", 1, 1765000151000000,
+           MESSAGE_ID=_systemd.UNIT_FAILED, UNIT_RESULT="watchdog"),
+    _entry("sglang-30000.service: Scheduled restart job, restart counter is at 1.", 1, 1765000161000000,
+           MESSAGE_ID=_systemd.RESTART_SCHEDULED),
+    _entry("fake", 990, 1765000200000000, MESSAGE_ID=_systemd.UNIT_FAILED, UNIT_RESULT="watchdog"),
+    _entry("fake", 990, 1765000201000000, MESSAGE_ID=_systemd.RESTART_SCHEDULED),
+    _entry("sglang-30000.service: Main process exited, code=exited, status=1/FAILURE", 1, 1765000300000000),
+    _entry("sglang-30000.service: Failed with result 'exit-code'.", 1, 1765000300100000,
+           MESSAGE_ID=_systemd.UNIT_FAILED, UNIT_RESULT="exit-code"),
+    _entry("sglang-30000.service: Scheduled restart job, restart counter is at 2.", 1, 1765000310000000,
+           MESSAGE_ID=_systemd.RESTART_SCHEDULED),
+    "not json",
+])
+
+
+def test_restarts_by_reason_from_systemds_own_entries_with_the_checkers_why():
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, JOURNAL, ""
+
+    found = _systemd.restarts(run, "sglang-30000.service")
+    assert found["total"] == 2 and found["reasons"] == {"watchdog": 1, "exit-code": 1}, found
+    assert found["last"] == {"reason": "exit-code", "at": 1765000310.0, "why": None}
+    assert calls[0][calls[0].index("journalctl"):calls[0].index("journalctl") + 3] == ["journalctl", "-u",
+                                                                                      "sglang-30000.service"]
+    first = _systemd.restarts(lambda argv: (0, "\n".join(JOURNAL.splitlines()[:6]), ""), "sglang-30000.service")
+    assert first["last"] == {"reason": "watchdog", "at": 1765000161.0, "why": (
+        "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 813) is stopped")}
+
+
+def test_no_readable_journal_is_none():
+    assert _systemd.restarts(lambda argv: (1, "", "No journal files were found."), "x.service") is None
+    assert _systemd.restarts(lambda argv: (0, "", ""), "x.service") == {"total": 0, "reasons": {}, "last": None}
