@@ -88,7 +88,7 @@ molecule_lanes() {
   # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
   # Scenarios named in no lane run in the last one (inplace,
   # ports, progress).
-  local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits"
+  local lanes=("modules nccl_env sglang_patches systemd_unit testbed heal" "faults fleet habits"
                "cutover versions platforms bench" "units security release" "") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
