@@ -318,8 +318,8 @@ refusals:
 shm:
   description:
     - The server's user's POSIX shared memory in C(/dev/shm) that SGLang names (the running version's, else every
-      supported version's): C(segments), C(bytes), how many of them a server that is gone left behind
-      (C(left_behind), C(left_behind_bytes): the unit's next start removes them), the tmpfs's C(size_bytes) and
+      supported version's) - C(segments), C(bytes), how many of them a server that is gone left behind
+      (C(left_behind), C(left_behind_bytes), which the unit's next start removes), the tmpfs's C(size_bytes) and
       C(free_bytes), and a C(summary) line. Null when no server was found.
   returned: always
   type: dict
@@ -329,15 +329,18 @@ shm:
   version_added: 0.3.0
 restarts:
   description:
-    - The restarts systemd made of O(unit) (C(Restart=)), as its journal keeps them (systemd's own entries only):
-      C(total), C(reasons) (the unit's result before each, such as C(watchdog) for a hung server the liveness checker
-      stopped vouching for, C(exit-code), C(signal)), C(last) (C(reason), C(at) in seconds since the epoch, C(why):
-      the liveness checker's words for C(watchdog)) and a C(summary) line. Null without O(unit) or a readable journal.
+    - The restarts systemd made of O(unit) (C(Restart=)), as its journal keeps them (systemd's own entries only).
+    - C(total); C(reasons), the unit's result before each (such as C(watchdog) for a hung server the liveness checker
+      stopped vouching for, C(exit-code), C(signal)) with its count; C(last), with C(reason), C(at) in seconds since the
+      epoch and C(why), the liveness checker's words for C(watchdog); and a C(summary) line.
+    - Null without O(unit) or a readable journal.
   returned: always
   type: dict
   sample: {total: 1, reasons: {watchdog: 1}, last: {reason: watchdog, at: 1765000000.5,
-           why: "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"},
-           summary: "1 restart(s) by systemd (watchdog 1); the last at 2025-12-06 05:46:40 UTC, watchdog: no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"}
+           why: "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812)
+                 is stopped"},
+           summary: "1 restart(s) by systemd (watchdog 1); the last at 2025-12-06 05:46:40 UTC, watchdog: no answer from
+                     /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 812) is stopped"}
   version_added: 0.3.0
 caches:
   description:

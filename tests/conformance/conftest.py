@@ -108,12 +108,12 @@ class Running:
         helpers.unlink_recorded_shm(self.log.parent)  # a session's doubles too (no per-test tmp_path)
 
 
-
 @pytest.fixture(autouse=True)
 def _no_shm_left(tmp_path):
     """The shared memory this test's doubles created is gone after it (tests.helpers.unlink_recorded_shm)."""
     yield
     helpers.unlink_recorded_shm(tmp_path)
+
 
 @pytest.fixture
 def run_double(tmp_path):

@@ -25,7 +25,6 @@ LOADS = "sglang/srt/managers/load_snapshot.py"
 SERVER_ARGS = "sglang/srt/server_args.py"
 
 
-
 def _by_path(name, path, text=None):
     """A module loaded from its file, without putting its package on sys.path (the double's `sglang` must not shadow
     anything in this process; the sweep is standard library only)."""

@@ -49,7 +49,10 @@ def paths(env, home, user, version):
     """{name: (variable, its value for the server, the cache's folder)} for a server with this environment, HOME
     (None: its user's passwd home), user and version."""
     home = env.get("HOME") or home or home_of(user) or "/"
-    expand = lambda p: os.path.join(home, p[2:]) if p == "~" or p.startswith("~/") else p  # noqa: E731
+
+    def expand(p):
+        return os.path.join(home, p[2:]) if p == "~" or p.startswith("~/") else p
+
     v = release(version) or (0, 0, 0)
     redirect = v >= REDIRECT
     base = expand(env.get("SGLANG_CACHE_DIR") or "~/.cache/sglang")

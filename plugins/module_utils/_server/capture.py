@@ -77,8 +77,8 @@ def identity_problems(cap, what="the server"):
             problems.append("%s (%s)" % (why, what))
     if not cap.get("argv0_matches_exe"):
         problems.append("the argv[0] of %s (pid %s), %s (resolved: %s), is not the program it runs, %s: what it runs "
-                        "cannot be told from its command line" % (what, pid, (cap.get("argv") or ["?"])[0],
-                                                                   cap.get("argv0_resolved"), cap.get("exe")))
+                        "cannot be told from its command line" % (
+                            what, pid, (cap.get("argv") or ["?"])[0], cap.get("argv0_resolved"), cap.get("exe")))
     return problems
 
 

@@ -100,6 +100,7 @@ def run_dp_controller(title, schedulers, ready):
         p.start()
         pipes.append(rx)
         procs.append(p)
+
     def forward(signum, frame):  # pylint: disable=unused-argument
         """The controller hands the ShutdownReq to its schedulers and ends once they did."""
         for p in procs:

@@ -25,12 +25,12 @@ MIB = 1 << 20
 NOBODY = pwd.getpwnam("nobody")
 
 
-
 @pytest.fixture(autouse=True)
 def _no_shm_left(tmp_path):
     """The shared memory this test's doubles created is gone after it (tests.helpers.unlink_recorded_shm)."""
     yield
     helpers.unlink_recorded_shm(tmp_path)
+
 
 @pytest.fixture
 def run(spawn, tmp_path):

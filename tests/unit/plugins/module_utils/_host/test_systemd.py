@@ -152,8 +152,8 @@ def test_restarts_by_reason_from_systemds_own_entries_with_the_checkers_why():
     found = _systemd.restarts(run, "sglang-30000.service")
     assert found["total"] == 2 and found["reasons"] == {"watchdog": 1, "exit-code": 1}, found
     assert found["last"] == {"reason": "exit-code", "at": 1765000310.0, "why": None}
-    assert calls[0][calls[0].index("journalctl"):calls[0].index("journalctl") + 3] == ["journalctl", "-u",
-                                                                                      "sglang-30000.service"]
+    at = calls[0].index("journalctl")
+    assert calls[0][at:at + 3] == ["journalctl", "-u", "sglang-30000.service"]
     first = _systemd.restarts(lambda argv: (0, "\n".join(JOURNAL.splitlines()[:6]), ""), "sglang-30000.service")
     assert first["last"] == {"reason": "watchdog", "at": 1765000161.0, "why": (
         "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 813) is stopped")}
