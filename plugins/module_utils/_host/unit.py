@@ -31,7 +31,7 @@ SINCE = {
     "WorkingDirectory": 0, "User": 0, "Group": 0, "EnvironmentFile": 0, "KillMode": 0, "TimeoutStartSec": 0,
     "TimeoutStopSec": 0, "Restart": 0, "RestartSec": 0, "SuccessExitStatus": 0, "RestartForceExitStatus": 0,
     "LimitNOFILE": 0, "LimitMEMLOCK": 0, "LimitCORE": 0, "Type": 0,
-    "NoNewPrivileges": 0, "ProtectSystem": 0, "WantedBy": 0,
+    "NoNewPrivileges": 0, "ProtectSystem": 0, "WantedBy": 0, "WatchdogSec": 0, "NotifyAccess": 0,
     "KillMode=mixed": 209,
     "StartLimitIntervalSec": 230,  # [Unit]; before 230 StartLimitInterval= of [Service]
     "StartLimitBurst": 230,  # [Unit] from 230

@@ -23,11 +23,11 @@ def test_a_bad_entry_is_named():
     got = cutover_servers(["x", {"unit_name": "a"}, {"port": "p1"}, {"port": 1, "unit": "u"}, {"port": 2, "unit_name": "a/b"}])
     assert got["problems"] == [
         "cutover_ports[0] 'x': an entry is a port or a mapping with port (and optionally unit_name, command, extra_args,"
-        " environment, working_directory, user, group)",
+        " environment, working_directory, user, group, gpus)",
         "cutover_ports[1] {\"unit_name\": \"a\"} has no port",
         "cutover_ports[2].port 'p1': a port is a whole number, 1-65535",
         "cutover_ports[3] has unit: an entry's keys are port, unit_name, command, extra_args, environment, "
-        "working_directory, user, group",
+        "working_directory, user, group, gpus",
         "cutover_ports[4].unit_name 'a/b': a service's name has only letters, digits and _ . : - (and an optional "
         "@instance), and starts with a letter or digit"]
     assert [s["port"] for s in got["servers"]] == [1, 2]
