@@ -81,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             # process meanwhile (the SIGQUIT handler's sleep blocks the event loop until then)
             while s.crashing or (s.knobs.at_least("0.5.15") and s.lost_scheduler()):
                 time.sleep(0.1)
-            if s.phase != "ready" or s.draining:
+            if s.phase != "ready" or s.is_draining():
                 return self.send_empty(503)
             s.first_generate()  # the real one runs a 1-token generation: a generate request
             if s.scheduler_lost:  # no scheduler answers that generation: 503 (after up to 20 s in the real one)
@@ -97,13 +97,13 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(s.knobs.health_seconds)
                 if s.last_receive > tic:
                     s.unhealthy = False  # `server_status = ServerStatus.Up` (every version's health_generate)
-                    return self.send_empty(200 if not s.draining else 503)
+                    return self.send_empty(200 if not s.is_draining() else 503)
                 if s.scheduler_lost:
                     break  # a scheduler is gone: none of its outputs will come
             s.unhealthy = True
             return self.send_empty(503)
         if path == "/ready":
-            return self.send_empty(200 if s.phase == "ready" and not s.draining else 503)
+            return self.send_empty(200 if s.phase == "ready" and not s.is_draining() else 503)
         if path in ("/get_model_info", "/model_info"):
             return self.send_json(200, {
                 "model_path": s.args.model_path,

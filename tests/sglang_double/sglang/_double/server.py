@@ -444,6 +444,16 @@ class Server:
         log("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop the schedulers."
             % self.args.node_rank)
 
+    def is_draining(self):
+        """Draining, or about to be: a SIGTERM has arrived (the wakeup fd says so at once) that SGLang's handler, once
+        the main thread runs it, turns into a drain. A request thread must not answer as if it had not arrived: the real
+        handler runs in the event loop that serves the requests, before any later request is read."""
+        if self.draining:
+            return True
+        if "ignore_sigterm" in self.knobs.faults or self.phase == "loading" or self.bind_failed or not self.handlers:
+            return False
+        return self.sigterm_arrived()
+
     def sigterm_arrived(self):
         """Whether a SIGTERM reached the process (read from the wakeup fd, written when it arrives, before its Python
         handler runs in the main thread)."""

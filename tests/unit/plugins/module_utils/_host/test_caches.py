@@ -35,8 +35,9 @@ def test_a_size_follows_no_symlink(tmp_path):
 
 @pytest.fixture
 def home():
-    """A shell's HOME outside /tmp (pytest's tmp_path is under it: volatile)."""
-    d = tempfile.mkdtemp(prefix=".inferops-home-", dir=os.path.dirname(os.path.abspath(__file__)))
+    """A shell's HOME outside /tmp (pytest's tmp_path is under it: volatile), and so outside the checkout, which may
+    be under /tmp too: in this user's own home."""
+    d = tempfile.mkdtemp(prefix=".inferops-home-", dir=ME.pw_dir)
     yield pathlib.Path(d)
     shutil.rmtree(d)
 
