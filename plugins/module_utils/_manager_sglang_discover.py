@@ -110,7 +110,9 @@ class SglangDiscover(Base):
         result["model_files"] = self.model_files(cap if result["sglang"] else result["stored"], warm=owner != service)
         version = result.get("running_version") or result.get("installed_version")
         result["shm"] = _shm.usage(version, server.user)
-        result["caches"] = caches(cap, server.user, version, p.get("user") or server.user)
+        # the environment a unit gets is that of the capture it is made from (the stored one once a cutover kept it):
+        # a rerun reads the unit's own server, whose environment holds what the first run gave it
+        result["caches"] = caches(cap, result["stored"] or cap, server.user, version, p.get("user") or server.user)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 
@@ -190,11 +192,11 @@ def _restarts_summary(found):
         (": " + last["why"]) if last.get("why") else "")
 
 
-def caches(cap, user, version, unit_user):
-    """The caches the server uses (their sizes) and the environment that gives a unit of unit_user the same ones."""
-    env = cap.get("environment") or {}
-    return {"found": _caches.report(env, None, user, version),
-            "environment": _caches.unit_environment(env, None, user, version, unit_user)}
+def caches(cap, source, user, version, unit_user):
+    """The caches the running server (cap) uses, their sizes, and the environment that gives a unit of unit_user,
+    made from the capture source, the same ones."""
+    return {"found": _caches.report(cap.get("environment") or {}, None, user, version),
+            "environment": _caches.unit_environment(source.get("environment") or {}, None, user, version, unit_user)}
 
 
 def _stored(path):
