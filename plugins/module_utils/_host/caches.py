@@ -144,7 +144,8 @@ def unit_environment(env, home, user, version, unit_user):
     the running server's) and keeps it across boots: each cache's path as the server uses it when that survives a
     boot and the unit's user owns it (or the nearest folder above it), else the unit's user's own home default
     (torch inductor's volatile /tmp default becomes ~/.cache/torchinductor). Variables already in env are the
-    server's own: the unit gets them from its captured environment, so they are not repeated here."""
+    server's own: kept with their value, so the environment is the same whether it is made from the hand-launched
+    server's capture or from the unit's own server later."""
     uid = None
     try:
         uid = pwd.getpwnam(unit_user).pw_uid
@@ -156,7 +157,8 @@ def unit_environment(env, home, user, version, unit_user):
     out = {}
     for name, (var, value, folder) in sorted(paths(env, home, user, version).items()):
         if env.get(var):
-            continue
+            out[var] = env[var]  # the server's own: kept as it is, so that a unit made again from its own server's
+            continue             # environment (a rerun, a group's rank) gets what it has
         if same and not volatile(folder) and owner(folder) == uid:
             out[var] = value
         elif name == "inductor" and volatile(mine[name][1]):

@@ -51,7 +51,9 @@ def test_the_unit_finds_what_the_hand_launch_filled_and_keeps_it_over_a_boot(hom
     unit = _caches.unit_environment(env, None, ME.pw_name, "0.5.15", ME.pw_name)
     assert unit["TRITON_CACHE_DIR"] == str(shell_home / ".triton" / "cache")
     assert unit["TORCHINDUCTOR_CACHE_DIR"] == os.path.join(ME.pw_dir, ".cache", "torchinductor")
-    assert "TVM_FFI_CACHE_DIR" not in unit, "the server's own variable comes with its captured environment"
+    assert unit["TVM_FFI_CACHE_DIR"] == "/opt/tvm", "the server's own variable, as it set it"
+    again = _caches.unit_environment(dict(env, **unit), None, ME.pw_name, "0.5.15", ME.pw_name)
+    assert again == unit, "made again from the unit's own server (a rerun), the same environment"
     assert not any(_caches.volatile(v) for v in unit.values()), unit
     found = dict((c["name"], c) for c in _caches.report(env, None, ME.pw_name, "0.5.15"))
     assert found["inductor"]["volatile"] and not found["triton"]["volatile"] and found["triton"]["bytes"] == 0
