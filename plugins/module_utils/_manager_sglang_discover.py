@@ -86,10 +86,12 @@ class SglangDiscover(Base):
                 self.module.warn("port %d is served by %s, not by %s" % (p["port"], u["unit"], service))
         result["url"] = _listeners.local_url(p["port"])
         result["multinode"] = multinode(p["port"], cap["argv"]) if result["sglang"] else None
-        if result["sglang"] and not (result["multinode"] and result["multinode"]["role"] == "rank >= 1"):
-            # a rank >= 1 serves no /v1/models
+        follower = bool(result["multinode"] and result["multinode"]["role"] == "rank >= 1")
+        if result["sglang"] and not follower:  # a rank >= 1 serves no /v1/models
             result["model"], result["running_version"] = served(p["port"], cap["argv"], server.pid)
-        if result["sglang"] and owner == service:  # the service serves: what a restart of it would run
+        # the service serves: what a restart of it would run; a rank >= 1 says no version of its own, so the version
+        # installed is asked whoever serves (the caches' places depend on it: alike on the first run and a rerun)
+        if result["sglang"] and (owner == service or follower):
             result["installed_version"], result["installed_note"] = installed(cap["argv"], server)
             result["upgrade"] = upgrade(result.get("running_version"), result["installed_version"])
         if wrapper:

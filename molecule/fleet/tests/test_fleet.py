@@ -26,7 +26,7 @@ def name(host):
 
 def test_batches_ran_and_stopped_as_max_fail_percentage_says():
     log = open(os.path.join(FLEET, "cutover.log")).read()
-    recap = dict((m.group(1), m.group(2)) for m in re.finditer(r"^(f\d)\s+: (.*)$", log, re.M))
+    recap = dict((m.group(1), m.group(2)) for m in re.finditer(r"^(fleet\d)\s+: (.*)$", log, re.M))
     assert sorted(recap) == sorted(MIGRATED + ROLLED_BACK), log[-6000:]  # fleet7 and fleet8 never started
     for h in MIGRATED:
         assert "failed=0" in recap[h], recap[h]
@@ -36,7 +36,7 @@ def test_batches_ran_and_stopped_as_max_fail_percentage_says():
         assert "failed=1" in recap[h] and re.search(r"rescued=[1-9]", recap[h]), recap[h]
     plays = [m.start() for m in re.finditer(r"^PLAY \[Cut over SGLang servers to systemd\]", log, re.M)]
     assert len(plays) == 2  # batches 1 and 2; there is no third
-    rolled = re.findall(r"^fatal: \[(f\d)\]: FAILED! =>[^\n]*ROLLED BACK: the captured command serves", log, re.M)
+    rolled = re.findall(r"^fatal: \[(fleet\d)\]: FAILED! =>[^\n]*ROLLED BACK: the captured command serves", log, re.M)
     assert sorted(rolled) == ROLLED_BACK, log[-6000:]
 
 

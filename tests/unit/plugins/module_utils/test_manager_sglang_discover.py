@@ -131,9 +131,13 @@ def test_a_rank_of_a_multi_node_server_is_reported_as_such(two_nodes):
         "nnodes": 2, "node_rank": 1, "role": "rank >= 1"}
     assert one["multinode"]["dist_init_addr"].startswith("127.0.0.1:")
     assert "rank 1 of a 2-node SGLang server" in one["multinode"]["refusal"]
+    # it says no version of its own: the installed one is asked, served by a unit or not (where its caches are, and
+    # so its unit's environment, depend on it: the same on the first run and on a rerun)
+    assert "installed_version" in one and "running_version" not in one
     with pytest.raises(Exited) as e:
         SglangDiscover(Module(port=rank0.port, prewarm="off")).run()
     assert e.value.args[0]["multinode"]["role"] == "rank 0"
+    assert "installed_version" not in e.value.args[0], "rank 0 says its version; a hand-launched one is not asked"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root: the capture is nobody's")
