@@ -17,6 +17,7 @@ import sys
 import numpy as np
 
 HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 512, 2, 4, 4, 1024
+CONTEXT, LONG = 2048, 2 ** 21
 EOS, BOS, UNK = "</s>", "<s>", "<unk>"  # ids 0, 1, 2: the end of sequence is token 0
 SENTENCES = [
     "The capital city of France is Paris.",
@@ -94,7 +95,7 @@ def config():
 
     cfg = LlamaConfig(hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=LAYERS,
                       num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, vocab_size=VOCAB,
-                      max_position_embeddings=2048, bos_token_id=1, eos_token_id=0, tie_word_embeddings=False)
+                      max_position_embeddings=CONTEXT, bos_token_id=1, eos_token_id=0, tie_word_embeddings=False)
     cfg.architectures = ["LlamaForCausalLM"]
     cfg.torch_dtype = "bfloat16"
     return cfg, GenerationConfig(bos_token_id=1, eos_token_id=0)
@@ -104,9 +105,10 @@ def make(outdir):
     tok = tokenizer()
     cfg, gen = config()
     made = {}
-    for name, final_norm in (("tiny", 1.0), ("tiny-eos", 0.0)):
+    for name, final_norm, context in (("tiny", 1.0, CONTEXT), ("tiny-eos", 0.0, CONTEXT), ("tiny-long", 1.0, LONG)):
         path = os.path.join(outdir, name)
         os.makedirs(path, exist_ok=True)
+        cfg.max_position_embeddings = context
         cfg.save_pretrained(path)
         gen.save_pretrained(path)
         tok.save_pretrained(path)

@@ -4,12 +4,13 @@
 #   bash tests/gpu/real/run.sh trace     the real 0.5.15 server's behaviour (parts: server)
 #   bash tests/gpu/real/run.sh modules   the collection's modules against real servers (parts: server bench ansible)
 #   bash tests/gpu/real/run.sh cutover   the cutover under systemd 252 in a pid+mount namespace (parts: server ansible systemd)
+#   bash tests/gpu/real/run.sh heal      a unit that heals itself: liveness, busy, debris, caches (parts: server ansible systemd)
 # BUNDLE (default .cache/gpu-real, what `make gpu-bundle` wrote) holds the parts; WORK (default a new
 # temporary folder) is where they are unpacked. Extra arguments go to the suite's script.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$PWD
-suite=${1:?usage: run.sh trace|modules|cutover [ARGS]}
+suite=${1:?usage: run.sh trace|modules|cutover|heal [ARGS]}
 shift
 bundle=${BUNDLE:-$root/.cache/gpu-real}
 out=${OUT:?OUT: the folder the results go to}
@@ -18,8 +19,8 @@ mkdir -p "$out" "$work"
 case $suite in
   trace) parts=(server); [ ! -e "$bundle/systemd.tar" ] || parts+=(systemd) ;;  # the .debs: which libraries the GPU machine lacks
   modules) parts=(server bench ansible) ;;
-  cutover) parts=(server ansible systemd) ;;
-  *) echo "run.sh: unknown suite $suite (trace, modules, cutover)" >&2; exit 2 ;;
+  cutover|heal) parts=(server ansible systemd) ;;
+  *) echo "run.sh: unknown suite $suite (trace, modules, cutover, heal)" >&2; exit 2 ;;
 esac
 t0=$EPOCHREALTIME
 unpack() {
@@ -59,6 +60,7 @@ case $suite in
            --debs "$work/debs" "$@" || rc=$? ;;
   modules) python3 "$here/modules.py" --models "$work/models" --work "$work/run" --out "$out" --root "$root" "$@" || rc=$? ;;
   cutover) bash "$here/cutover.sh" "$work" "$out" "$@" || rc=$? ;;
+  heal) bash "$here/heal.sh" "$work" "$out" "$@" || rc=$? ;;
 esac
 # a device call brings back few files: the results (*.json, run.txt) stay as they are, the rest goes into one archive
 (cd "$out" && find . -maxdepth 1 -type f ! -name '*.json' ! -name run.txt ! -name '*.tar.xz' -printf '%P\n' |
