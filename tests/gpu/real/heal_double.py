@@ -109,8 +109,12 @@ def flood_case(work):
         s.kill_all()
 
 
+def own(names, pids):
+    """The names that hold one of the pids (sgl_shm_<kind>_<pid>_<hex>)."""
+    return [n for n in names if any("_%d_" % p in n for p in pids)]
+
+
 def shm_case(work):
-    own = lambda names, pids: [n for n in names if any("_%d_" % p in n for p in pids)]  # noqa: E731
     live = double(work, "live", free_port(), ["--tp", "2"])
     dead = double(work, "dead", free_port(), ["--tp", "2"])
     pids = set(dead.tree()) | set(live.tree())
