@@ -208,7 +208,8 @@ def watch(a):
 
 def restarts(a):
     """{left_active, result, restarted (activating again), active_again, n_restarts} after SINCE, from a watch file."""
-    rows = [json.loads(line) for line in open(a.file) if line.strip()]
+    with open(a.file) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
     out = {"left_active": None, "result": None, "auto_restart": None, "active_again": None, "n_restarts": None,
            "states": []}
     for r in rows:
@@ -290,7 +291,7 @@ def size(folder):
             return None, 0
     except OSError:
         return None, 0
-    for d, dirs, names in os.walk(folder):
+    for d, dummy, names in os.walk(folder):
         for n in names:
             try:
                 st = os.lstat(os.path.join(d, n))

@@ -79,7 +79,8 @@ def flood_case(work):
     try:
         rc = heal.main(["flood", "--port", str(port), "--cap", "100000", "--start", "5000", "--target", "6",
                         "--budget", "40", "--prompts", "2", "--hct", "1", "--text", "--out", out])
-        r = json.load(open(out))
+        with open(out) as f:
+            r = json.load(f)
         p = r["probes"]
         check("flood_answers", rc == 0 and all(lv["status"] == 200 for lv in r["levels"]),
               "levels %s" % [(lv["tokens"], lv["seconds"]) for lv in r["levels"]])
