@@ -10,7 +10,8 @@ stage_setup() {
   bash tests/setup.sh && source tests/testbed/env.sh
 }
 stage_unit() {
-  pytest -q -p no:cacheprovider tests/unit tests/sglang_double/tests tests/conformance
+  # the slowest tests last, where the stage log's tail shows them
+  pytest -q -p no:cacheprovider --durations=20 tests/unit tests/sglang_double/tests tests/conformance
 }
 stage_lint() {
   # ansible-lint installs the collection into ~/.ansible/collections and keeps it while the version

@@ -3,6 +3,9 @@ watchdog's restart): the hang's restart was the only one; the load, a 30-s prefi
 the shared memory of a server that is gone went at the unit's starts, a live process's stayed; the caches the hand
 launch filled are the unit's, across a host restart. In this order (pytest runs a file's tests in order)."""
 import json
+import os
+import re
+import subprocess
 import time
 
 from restart import active_again, restart  # pylint: disable=import-error
@@ -102,6 +105,23 @@ def test_a_drain_longer_than_the_watchdog_is_not_restarted(host):
     assert journal(host).count("Watchdog timeout") == 1, "only the hang's"
     assert host.run("systemctl start %s" % UNIT).rc == 0
     serves_from_its_unit(host)
+
+
+def test_a_sigkill_of_the_running_server_is_restarted_and_counted_as_the_unit_ends_it(host):
+    """A kill -9 of the server (as the OOM killer's): SuccessExitStatus=SIGKILL makes it a clean end (SGLang ends its
+    own drained stop so), RestartForceExitStatus=SIGKILL restarts it; the status counts it under systemd's result,
+    `success`, beside the hang's `watchdog`."""
+    before = int(show(host, "NRestarts")["NRestarts"])
+    host.check_output("kill -9 %s" % show(host, "MainPID")["MainPID"])
+    time.sleep(1)
+    assert active_again(host, UNIT, 120) == "active"
+    serves_from_its_unit(host)
+    assert int(show(host, "NRestarts")["NRestarts"]) == before + 1
+    out = " ".join(subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+         os.path.join(os.environ["INFEROPS_ROOT"], "playbooks", "status.yml")],
+        check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout.split())
+    assert "restart(s) by systemd (success 1, watchdog 1)" in out and re.search(r"the last at [^,]+, success", out), out
 
 
 def test_after_a_host_restart_it_serves_with_its_caches(host):

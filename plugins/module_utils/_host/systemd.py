@@ -52,8 +52,10 @@ def journal(run, unit, lines=20):
 
 
 # systemd's own messages about a unit (sd-messages.h; journalctl's catalog names each): the unit failed, with its result
-# (UNIT_RESULT: exit-code, signal, core-dump, watchdog, timeout...); a restart of it scheduled (Restart=).
+# (UNIT_RESULT: exit-code, signal, core-dump, watchdog, timeout...); it ended in a way it counts as clean ("Deactivated
+# successfully"); a restart of it scheduled (Restart=).
 UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
+UNIT_SUCCESS = "7ad2d189f7e94e70a38c781354912448"
 RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
 # what the unit's liveness checker (roles/systemd_unit/files/inferops-sglang-ready --live) says when it stops feeding
 # the watchdog: the why of a restart whose result is `watchdog`
@@ -87,6 +89,10 @@ def restarts(run, unit):
             said, why = why, None  # the checker's word before systemd acted, not what it saw of the server's end
         if entry.get("MESSAGE_ID") == UNIT_FAILED:
             result = entry.get("UNIT_RESULT") or "unknown"
+        elif entry.get("MESSAGE_ID") == UNIT_SUCCESS:
+            # an end the unit counts as clean, restarted all the same: SIGKILL (SuccessExitStatus=, since SGLang ends
+            # its own drained stop so; RestartForceExitStatus=: an OOM kill, a kill -9), or a rank's exit with Restart=always
+            result = "success"
         elif entry.get("MESSAGE_ID") == RESTART_SCHEDULED:
             reason = result or "unknown"
             reasons[reason] = reasons.get(reason, 0) + 1

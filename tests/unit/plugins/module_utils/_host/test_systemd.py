@@ -159,6 +159,24 @@ def test_restarts_by_reason_from_systemds_own_entries_with_the_checkers_why():
         "no answer from /health_generate (HTTP 503) and no progress: its scheduler sglang::scheduler (pid 813) is stopped")}
 
 
+def test_a_restart_after_an_end_the_unit_counts_as_clean_is_a_success():
+    """SuccessExitStatus=SIGKILL (SGLang's drained stop ends so) with RestartForceExitStatus=SIGKILL: an OOM kill or a
+    kill -9 of the running server leaves the unit's result success, so its restart follows systemd's "Deactivated
+    successfully" (SD_MESSAGE_UNIT_SUCCESS), no failure (seen on systemd 252, and on a real 0.5.15 server)."""
+    journal = "\n".join([
+        _entry("sglang-30000.service: Deactivated successfully.", 1, 1765000400000000,
+               MESSAGE_ID=_systemd.UNIT_SUCCESS),
+        _entry("sglang-30000.service: Scheduled restart job, restart counter is at 3.", 1, 1765000410000000,
+               MESSAGE_ID=_systemd.RESTART_SCHEDULED),
+        _entry("fake", 990, 1765000500000000, MESSAGE_ID=_systemd.UNIT_SUCCESS),  # not systemd's
+        _entry("sglang-30000.service: Scheduled restart job, restart counter is at 4.", 1, 1765000510000000,
+               MESSAGE_ID=_systemd.RESTART_SCHEDULED),
+    ])
+    found = _systemd.restarts(lambda argv: (0, journal, ""), "sglang-30000.service")
+    assert found["reasons"] == {"success": 1, "unknown": 1}, found
+    assert found["last"]["reason"] == "unknown"
+
+
 def test_no_readable_journal_is_none():
     assert _systemd.restarts(lambda argv: (1, "", "No journal files were found."), "x.service") is None
     assert _systemd.restarts(lambda argv: (0, "", ""), "x.service") == {"total": 0, "reasons": {}, "last": None}
