@@ -62,12 +62,13 @@ OPTIONS = (
 def argv(verb, units=(), **options):
     """systemctl's argv: `systemctl [options before the verb] VERB [options] UNIT...`, verb one of Verbs, units a name
     or a list of names, options keywords of OPTIONS (properties: a name or a list of them; signal: its name)."""
+    # a verb or an option outside the tables is a slip of the caller's code (never an input: callers name Verbs and
+    # OPTIONS' keywords), a KeyError naming it
     if verb not in VERBS:
-        raise ValueError("systemctl %r is no verb the collection runs (%s)" % (verb, ", ".join(VERBS)))
+        raise KeyError(verb)
     unknown = sorted(set(options) - set(name for name, dummy, dummy2 in OPTIONS))
     if unknown:
-        raise ValueError("no systemctl option is written for %s (%s)" % (
-            ", ".join(unknown), ", ".join(name for name, dummy, dummy2 in OPTIONS)))
+        raise KeyError(", ".join(unknown))
     before, after = [], []
     for name, write, first in OPTIONS:
         if options.get(name) not in (None, False):
