@@ -196,7 +196,7 @@ class SglangAdopt(Base):
     def watch(self, insp):
         """The watcher: drains the server when the scope stops; starts the service when the server ends on its own."""
         run = self.module.run_command
-        timed(run, ["systemctl", "reset-failed", self.watcher], 15)
+        _systemd.systemctl(run, _systemd.Verbs.RESET_FAILED, self.watcher, 15)
         identity = (insp["server"]["pid"], insp["server"]["starttime"])
         argv = _scope.watch_argv(sys.executable, self.scope, self.watcher, self.service, identity,
                                  self.params["drain"], _state_dir.lock(self.state_dir))

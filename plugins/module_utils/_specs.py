@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host.nvidia import DEFAULT_DEVICES
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import DEFAULT_PORT
 from ansible_collections.inferops.sglang.plugins.module_utils._host.selection import DEFAULT_MAX_TARGETS
 # A service's name (without .service, an optional @instance): the rule lives with the unit's files, in _host/unit.py;
 # sglang_switch, sglang_adopt and the filters take it from here as they take the specs.
@@ -41,7 +42,7 @@ STOP_SPEC = dict(
 )
 
 # The port that identifies a server: sglang_discover, sglang_switch, sglang_adopt (inferops.sglang.server).
-PORT_SPEC = dict(port=dict(type="int", default=30000))
+PORT_SPEC = dict(port=dict(type="int", default=DEFAULT_PORT))
 
 # The device files whose holders are GPU users: gpu_release, sglang_switch, sglang_adopt (each says what it does
 # with them; sglang_switch and sglang_adopt in inferops.sglang.server.devices).

@@ -387,6 +387,13 @@ class RealWheel:
                 raise WheelShapeError("%s: add_cli_args calls %s, which this reader does not follow" % (SERVER_ARGS, fname))
         return out
 
+    def field_defaults(self, name):
+        """[the default] of each ServerArgs field called name, as its class writes it (a literal)."""
+        tree = self.tree(SERVER_ARGS)
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        return [ast.literal_eval(n.value) for c in self._record_classes(tree, classes) for n in c.body
+                if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == name and n.value is not None]
+
     def _record_classes(self, tree, classes):
         """The classes whose fields make up ServerArgs: itself when a dataclass, else _INPUT_NAMESPACES."""
         spaces = None

@@ -167,6 +167,12 @@ def test_every_secret_looking_option_is_a_secret_flag_or_said_not_to_be(wheel, v
     assert [o for o in looking if o in r.SECRET_FLAGS and takes[o] == 0] == [], "a secret flag takes a value"
 
 
+def test_the_default_port_is_the_wheels(wheel):
+    """_host/redact.py's DEFAULT_PORT, the port a command without --port serves (and the modules' default port), is
+    ServerArgs.port's default in the wheel."""
+    assert wheel.field_defaults("port") == [redact_rules().DEFAULT_PORT]
+
+
 def test_the_secret_lists_name_real_options(wheels):
     """NOT_SECRET names options of a supported version (none left over from an older one); the secret flags that no
     version has are the three the commands around SGLang take."""

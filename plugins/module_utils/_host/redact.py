@@ -63,6 +63,13 @@ def secret_flag(arg, flags=SECRET_FLAGS):
     return hits[0] if hits else None
 
 
+# SGLang's --port when a command line gives none (ServerArgs.port: 30000 in every supported version; tests/conformance
+# reads it in each wheel). The one place the collection's Python says it: the port option's default (_specs.PORT_SPEC)
+# and the port a command serves (_server/port_units.port_of) take it from here; the roles' defaults and argument_specs
+# write it as a literal (an argument spec takes no expression).
+DEFAULT_PORT = 30000
+
+
 def argv_option(argv, name, default=None):
     """The value of `name X` or `name=X` in argv (the last one wins, as argparse does). The one reader of an option's
     value (--port of the role's inputs, of boot lines, of units' ExecStart): none other takes the first."""

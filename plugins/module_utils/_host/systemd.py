@@ -21,6 +21,73 @@ UNIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "Result", "MainPID", 
                    "LoadState")
 
 
+class Verbs:
+    """systemctl's verbs the collection runs, each written here once (--version stands where a verb would)."""
+    SHOW = "show"
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+    KILL = "kill"
+    RESET_FAILED = "reset-failed"
+    ENABLE = "enable"
+    DISABLE = "disable"
+    DAEMON_RELOAD = "daemon-reload"
+    VERSION = "--version"
+
+
+VERBS = tuple(v for k, v in sorted(vars(Verbs).items()) if k.isupper())
+
+
+def _flag(text):
+    return lambda value: [text]
+
+
+def _equals(text):
+    return lambda value: [text + "=" + (",".join(value) if isinstance(value, (list, tuple)) else str(value))]
+
+
+# systemctl's options the collection passes, each written here once: (keyword, how it is written, whether it stands
+# before the verb). systemctl reads an option anywhere; each keeps the place it has always had on the command line.
+# A keyword given None or False is left out.
+OPTIONS = (
+    ("no_reload", _flag("--no-reload"), True),
+    ("no_block", _flag("--no-block"), False),
+    ("runtime", _flag("--runtime"), False),
+    ("signal", _equals("--signal"), False),
+    ("properties", _equals("--property"), False),
+    ("value", _flag("--value"), False),
+)
+
+
+def argv(verb, units=(), **options):
+    """systemctl's argv: `systemctl [options before the verb] VERB [options] UNIT...`, verb one of Verbs, units a name
+    or a list of names, options keywords of OPTIONS (properties: a name or a list of them; signal: its name)."""
+    # a verb or an option outside the tables is a slip of the caller's code (never an input: callers name Verbs and
+    # OPTIONS' keywords), a KeyError naming it
+    if verb not in VERBS:
+        raise KeyError(verb)
+    unknown = sorted(set(options) - set(name for name, dummy, dummy2 in OPTIONS))
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    before, after = [], []
+    for name, write, first in OPTIONS:
+        if options.get(name) not in (None, False):
+            (before if first else after).extend(write(options[name]))
+    return ["systemctl"] + before + [verb] + after + ([units] if isinstance(units, str) else list(units))
+
+
+def call(run, args, timeout=TIMEOUT):
+    """(rc, out, err) of a systemctl argv (argv()'s) through run: the caller's (AnsibleModule.run_command, or
+    command.run_command where there is no module), under coreutils' timeout (command.timed: CommandError when it
+    runs out); timeout None runs it as it is (a start that systemd bounds with the unit's TimeoutStartSec)."""
+    return run(args) if timeout is None else timed(run, args, timeout)
+
+
+def systemctl(run, verb, units=(), timeout=TIMEOUT, **options):
+    """call() of argv(verb, units, **options): the one runner of systemctl."""
+    return call(run, argv(verb, units, **options), timeout)
+
+
 def show(run, unit, properties=UNIT_PROPERTIES):
     """{property: value} of a unit, from `systemctl show`."""
     return show_many(run, [unit], properties)[0]
@@ -28,7 +95,7 @@ def show(run, unit, properties=UNIT_PROPERTIES):
 
 def show_many(run, units, properties=UNIT_PROPERTIES):
     """[{property: value}] of each unit, in order, from one `systemctl show` (a block per unit)."""
-    rc, out, err = timed(run, ["systemctl", "show", "--property=" + ",".join(properties)] + list(units), TIMEOUT)
+    rc, out, err = systemctl(run, Verbs.SHOW, units, properties=properties)
     if rc != 0:
         raise RuntimeError("systemctl show %s failed (rc %d): %s" % (" ".join(units), rc, err.strip()))
     blocks = [properties_of(block) for block in out.strip("\n").split("\n\n")]

@@ -117,7 +117,7 @@ def root_lines(text):
 
 def systemd_version(run):
     """The host's systemd version (`systemctl --version`: "systemd 247 (247.3-7)"), None when it cannot say."""
-    rc, out, dummy = timed(run, ["systemctl", "--version"], TIMEOUT)
+    rc, out, dummy = _systemd.systemctl(run, _systemd.Verbs.VERSION, timeout=TIMEOUT)
     words = out.split() if rc == 0 else []
     if len(words) > 1 and words[0] == "systemd":
         digits = words[1].split(".")[0].split("~")[0]
@@ -232,14 +232,14 @@ def prepare(mgr, spec, enabled=True, state="present", restart_on_change=False):
         result["diff"] = [f.diff(_masked if f is env else None) for f in files if f.content_differs]
     steps = []
     if enabled != (now.get("UnitFileState") == "enabled"):  # the daemon-reload below reads the new links too
-        steps.append(("enabled_changed", ["systemctl"] + (["--no-reload"] if unit.content_differs else [])
-                      + ["enable" if enabled else "disable", service]))
+        steps.append(("enabled_changed", _systemd.argv(_systemd.Verbs.ENABLE if enabled else _systemd.Verbs.DISABLE,
+                                                       service, no_reload=unit.content_differs)))
     if unit.content_differs:
-        steps.append(("reloaded", ["systemctl", "daemon-reload"]))
+        steps.append(("reloaded", _systemd.argv(_systemd.Verbs.DAEMON_RELOAD)))
     if restart_on_change and active and served_changed:
-        steps.append(("restarted", ["systemctl", "restart", service]))
+        steps.append(("restarted", _systemd.argv(_systemd.Verbs.RESTART, service)))
     elif state == "started" and not active:
-        steps.append(("started", ["systemctl", "start", service]))
+        steps.append(("started", _systemd.argv(_systemd.Verbs.START, service)))
     result["changed"] = bool(result["changed_files"] or steps)
     for key, argv in steps:
         result[key] = True
@@ -258,7 +258,7 @@ def put(mgr, prepared):
         if module.check_mode:
             continue
         # a start blocks until the readiness gate says ready: systemd bounds it with TimeoutStartSec
-        rc, out, err = module.run_command(argv) if key in ("restarted", "started") else timed(module.run_command, argv, 120)
+        rc, out, err = _systemd.call(module.run_command, argv, None if key in ("restarted", "started") else 120)
         if rc != 0:
             mgr.fail("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]), **result)
     result["seconds"] = round(result["seconds"] + time.monotonic() - t, 3)

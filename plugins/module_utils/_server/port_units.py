@@ -20,15 +20,14 @@ import time
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, procfs as _procfs, systemd as _systemd)
-from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, timed
-from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import argv_option
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import DEFAULT_PORT, argv_option
 from ansible_collections.inferops.sglang.plugins.module_utils._server import family as _family
 
 # Where system units live, in systemd's order of precedence: a unit's file is the first folder's that has one; the
 # drop-ins (NAME.service.d/*.conf) of every folder apply, in the order of their file names.
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system",
              "/usr/lib/systemd/system")
-DEFAULT_PORT = 30000  # SGLang's, when the command gives no --port
 # The unit template (roles/systemd_unit/templates/unit.service.j2) writes this at its top: a file of the managed
 # unit's name without it is the operator's own.
 MANAGED_MARK = "inferops.sglang.systemd_unit"
@@ -280,12 +279,12 @@ def take_over(units, state_dir, run, installed_at=None, now=None):
             continue
         steps = []
         if u["unit_file_state"] in ENABLED:
-            steps.append(["systemctl", "disable"] + (["--runtime"] if u["unit_file_state"] == "enabled-runtime" else [])
-                         + [u["unit"]])
+            steps.append(_systemd.argv(_systemd.Verbs.DISABLE, u["unit"],
+                                       runtime=u["unit_file_state"] == "enabled-runtime"))
         if u["active_state"] in RUNNING and not u["holds_port"]:
-            steps.append(["systemctl", "stop", u["unit"]])
+            steps.append(_systemd.argv(_systemd.Verbs.STOP, u["unit"]))
         for argv in steps:
-            rc, out, err = timed(run, argv, 120)
+            rc, out, err = _systemd.call(run, argv, 120)
             if rc != 0:
                 raise RuntimeError("%s failed (rc %d): %s; the units' files were backed up into %s" % (
                     " ".join(argv), rc, (err or out).strip()[-500:], _state_dir.backups(state_dir)))
@@ -315,11 +314,11 @@ def restore(state_dir, run):
                 and os.path.lexists(other):
             os.unlink(other)
             reload_needed = True
-    steps = [["systemctl", "daemon-reload"]] if reload_needed else []
-    steps += [["systemctl", "enable"] + (["--runtime"] if e["before"]["UnitFileState"] == "enabled-runtime" else [])
-              + [e["unit"]] for e in kept["units"] if e["before"]["UnitFileState"] in ENABLED]
+    steps = [_systemd.argv(_systemd.Verbs.DAEMON_RELOAD)] if reload_needed else []
+    steps += [_systemd.argv(_systemd.Verbs.ENABLE, e["unit"], runtime=e["before"]["UnitFileState"] == "enabled-runtime")
+              for e in kept["units"] if e["before"]["UnitFileState"] in ENABLED]
     for argv in steps:
-        rc, out, err = timed(run, argv, 120)
+        rc, out, err = _systemd.call(run, argv, 120)
         if rc != 0:
             raise RuntimeError("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-500:]))
     os.unlink(path)

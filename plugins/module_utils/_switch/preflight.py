@@ -11,8 +11,9 @@ __metaclass__ = type
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     family as _family, listeners as _listeners, multinode as _multinode, sglang_args as _sglang_args)
-from ansible_collections.inferops.sglang.plugins.module_utils._host import nvidia as _nvidia, procfs as _procfs
-from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, run_command, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    nvidia as _nvidia, procfs as _procfs, systemd as _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, run_command
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._host.selection import Selector
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Owners
@@ -34,7 +35,7 @@ def _row(proc, redact, **extra):
 def main_pid(run, unit):
     """The MainPID systemd gives for a unit (0 when none, or when systemctl cannot tell)."""
     try:
-        rc, out, dummy = timed(run, ["systemctl", "show", unit, "--property=MainPID", "--value"], 15)
+        rc, out, dummy = _systemd.systemctl(run, _systemd.Verbs.SHOW, unit, 15, properties="MainPID", value=True)
     except (OSError, CommandError):
         return 0
     try:

@@ -20,7 +20,7 @@ import time
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     nvidia as _nvidia, procfs as _procfs, shm as _shm, signals as _signals, systemd as _systemd)
-from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File, read_json
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     family as _family, listeners as _listeners, port_units as _port_units)
@@ -217,8 +217,9 @@ class Worker:
                     os.unlink(f["path"])
             else:
                 File(f["path"], f["text"], f["mode"] if f["mode"] is not None else 0o644, 0, 0).write()
-        for argv in (["systemctl", "daemon-reload"], ["systemctl", "enable", self.plan["unit"]]):
-            rc, out, err = timed(self.run, argv, 120)
+        for argv in (_systemd.argv(_systemd.Verbs.DAEMON_RELOAD),
+                     _systemd.argv(_systemd.Verbs.ENABLE, self.plan["unit"])):
+            rc, out, err = _systemd.call(self.run, argv, 120)
             if rc != 0:
                 raise RuntimeError("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-500:]))
         os.unlink(path)
@@ -268,13 +269,13 @@ class Worker:
         was = "%s/%s" % (state.get("ActiveState"), state.get("SubState"))
         if state.get("ActiveState") not in ("active", "reloading", "activating", "deactivating"):
             # nothing runs (inactive, failed): the stop only cancels a restart that may be due
-            rc, out, err = timed(self.run, ["systemctl", "stop", unit], 60)
+            rc, out, err = _systemd.systemctl(self.run, _systemd.Verbs.STOP, unit, 60)
             if rc != 0:
                 raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
             return {"unit": unit, "unit_state": was, "unit_read": state}
         served = _systemd.served(state) and served is not False
         t0 = time.monotonic()
-        rc, out, err = timed(self.run, ["systemctl", "stop", "--no-block", unit], 30)
+        rc, out, err = _systemd.systemctl(self.run, _systemd.Verbs.STOP, unit, 30, no_block=True)
         if rc != 0:
             raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
         detail = {"unit": unit, "unit_state": was, "served": served, "unit_read": state}
@@ -299,7 +300,7 @@ class Worker:
             why = "%s and was still %s %.0f s after SIGTERM" % (
                 "never served" if not _systemd.served(state) else "served no client (its run failed)",
                 state.get("ActiveState"), time.monotonic() - t0)
-        rc, out, err = timed(self.run, ["systemctl", "kill", "--signal=SIGKILL", unit], 30)
+        rc, out, err = _systemd.systemctl(self.run, _systemd.Verbs.KILL, unit, 30, signal="SIGKILL")
         if not self.stopped(unit, KILL_WAIT):
             raise RuntimeError("%s %s, and did not stop after SIGKILL of its cgroup either (rc %d): %s"
                                % (unit, why, rc, (err or out).strip()))
@@ -377,8 +378,8 @@ class Worker:
         return detail
 
     def start(self, unit):
-        timed(self.run, ["systemctl", "reset-failed", unit], 15)
-        rc, out, err = timed(self.run, ["systemctl", "start", "--no-block", unit], 30)
+        _systemd.systemctl(self.run, _systemd.Verbs.RESET_FAILED, unit, 15)
+        rc, out, err = _systemd.systemctl(self.run, _systemd.Verbs.START, unit, 30, no_block=True)
         if rc != 0:
             raise RuntimeError("systemctl start %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
         return {"unit": unit}
