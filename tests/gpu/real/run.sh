@@ -63,7 +63,10 @@ case $suite in
   heal) bash "$here/heal.sh" "$work" "$out" "$@" || rc=$? ;;
 esac
 # a device call brings back few files: the results (*.json, run.txt) stay as they are, the rest goes into one archive
+# (beside, never over, one the suite packed itself)
+packed=$suite-logs.tar.xz
+[ ! -e "$out/$packed" ] || packed=$suite-other-logs.tar.xz
 (cd "$out" && find . -maxdepth 1 -type f ! -name '*.json' ! -name run.txt ! -name '*.tar.xz' -printf '%P\n' |
-   sort > "$work/logs.list" && [ -s "$work/logs.list" ] && tar -cJf "$suite-logs.tar.xz" -T "$work/logs.list" &&
+   sort > "$work/logs.list" && [ -s "$work/logs.list" ] && tar -cJf "$packed" -T "$work/logs.list" &&
    xargs rm -f < "$work/logs.list") || true
 exit $rc
