@@ -87,10 +87,9 @@ molecule_lanes() {
   # (about 23 minutes the longest lane on a 2-core machine). A lane's scenarios may share container names and SSH
   # ports with each other, never with another lane's: the first lane's scenarios all use the default platform
   # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
-  # Scenarios named in no lane run in the last one (inplace,
-  # ports, progress).
-  local lanes=("modules nccl_env sglang_patches systemd_unit testbed heal" "faults fleet habits"
-               "cutover versions platforms bench" "units security release" "") s i pids=() rc=0
+  # Scenarios named in no lane run in the last one (inplace, multinode, ports, progress).
+  local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits heal"
+               "cutover versions platforms" "units security release" "bench") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${lanes[*]} " == *" $s "* ]] || lanes[4]+=" $s"
