@@ -227,7 +227,6 @@ fi
 if (( $(left) >= 75 )); then
   note unit_caches_before_power_cycle "$(heal caches "$envfile")"
   ns journalctl --no-pager -o short-monotonic -u "$unit" > "$out/journal-1.txt" 2>&1
-  ns journalctl -f -n 0 -o short-monotonic > "$out/shutdown-1.txt" 2>&1 &  # each stop job of the poweroff, timed
   t=$EPOCHREALTIME
   systemd_poweroff 90
   note poweroff_s "$(since "$t")"

@@ -77,7 +77,13 @@ systemd_boot() {  # LOG: systemd as PID 1 of a new pid+mount namespace (ns_pid: 
   systemd_state=$state
 }
 systemd_poweroff() {  # [TIMEOUT]: powers the namespace's systemd off (its units stopped) and waits until it is gone
-  local pid=$ns_pid
+  local pid=$ns_pid p
+  # what a suite entered into the namespace and left in the background (a watcher, through nsenter) first: stopped
+  # (state T) there, it would hold systemd-shutdown's final wait for its 90-s timeout (seen on the GPU machine)
+  for p in $(pgrep -f "^nsenter -t $pid " || true); do
+    pkill -KILL -P "$p" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  done
   ns systemctl poweroff >/dev/null 2>&1 || kill "$pid"
   for _ in $(seq $(( ${1:-120} * 10 ))); do
     kill -0 "$pid" 2>/dev/null || return 0
