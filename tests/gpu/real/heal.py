@@ -122,7 +122,7 @@ def prompt(tokens, text, rng):
     params = {"max_new_tokens": 1, "temperature": 0.0}
     if text:
         return {"text": " ".join(["w%d" % rng.randrange(10 ** 9)] + ["w"] * (tokens - 1)), "sampling_params": params}
-    head = [rng.randrange(3, 1024) for _ in range(8)]
+    head = [rng.randrange(3, 1024) for dummy in range(8)]
     return {"input_ids": head + [3 + i % 1000 for i in range(tokens - len(head))], "sampling_params": params}
 
 
@@ -155,7 +155,7 @@ def flood(a):
     if last["status"] == 200 and a.prompts > 0:
         k = min(a.prompts, int(max(0.0, deadline - time.time()) // max(last["seconds"], 0.05)))
         threads = []
-        for _ in range(k):
+        for dummy in range(k):
             body = prompt(last["tokens"], a.text, rng)
             th = threading.Thread(target=lambda b=body: flood_done.append(http(url, b, timeout=a.budget + 120)))
             th.start()
