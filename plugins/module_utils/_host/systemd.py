@@ -120,9 +120,10 @@ def journal(run, unit, lines=20):
 
 # systemd's own messages about a unit (sd-messages.h; journalctl's catalog names each): the unit failed, with its result
 # (UNIT_RESULT: exit-code, signal, core-dump, watchdog, timeout...); it ended in a way it counts as clean ("Deactivated
-# successfully"); a restart of it scheduled (Restart=).
+# successfully"); a restart of it scheduled (Restart=); a start of it (each run's end counts until the next start).
 UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
 UNIT_SUCCESS = "7ad2d189f7e94e70a38c781354912448"
+UNIT_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
 RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
 # what the unit's liveness checker (roles/systemd_unit/files/inferops-sglang-ready --live) says when it stops feeding
 # the watchdog: the why of a restart whose result is `watchdog`
@@ -154,7 +155,9 @@ def restarts(run, unit):
             continue
         if isinstance(message, str) and "Watchdog timeout" in message:
             said, why = why, None  # the checker's word before systemd acted, not what it saw of the server's end
-        if entry.get("MESSAGE_ID") == UNIT_FAILED:
+        if entry.get("MESSAGE_ID") == UNIT_STARTING:
+            result = None  # a stop's clean end is no restart's reason
+        elif entry.get("MESSAGE_ID") == UNIT_FAILED:
             result = entry.get("UNIT_RESULT") or "unknown"
         elif entry.get("MESSAGE_ID") == UNIT_SUCCESS:
             # an end the unit counts as clean, restarted all the same: SIGKILL (SuccessExitStatus=, since SGLang ends

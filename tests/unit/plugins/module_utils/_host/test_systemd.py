@@ -164,6 +164,12 @@ def test_a_restart_after_an_end_the_unit_counts_as_clean_is_a_success():
     kill -9 of the running server leaves the unit's result success, so its restart follows systemd's "Deactivated
     successfully" (SD_MESSAGE_UNIT_SUCCESS), no failure (seen on systemd 252, and on a real 0.5.15 server)."""
     journal = "\n".join([
+        # a stop on request: a clean end, and no restart follows; the next start clears it
+        _entry("sglang-30000.service: Deactivated successfully.", 1, 1765000300000000,
+               MESSAGE_ID=_systemd.UNIT_SUCCESS),
+        _entry("Starting sglang-30000.service...", 1, 1765000301000000, MESSAGE_ID=_systemd.UNIT_STARTING),
+        _entry("sglang-30000.service: Scheduled restart job, restart counter is at 1.", 1, 1765000302000000,
+               MESSAGE_ID=_systemd.RESTART_SCHEDULED),
         _entry("sglang-30000.service: Deactivated successfully.", 1, 1765000400000000,
                MESSAGE_ID=_systemd.UNIT_SUCCESS),
         _entry("sglang-30000.service: Scheduled restart job, restart counter is at 3.", 1, 1765000410000000,
@@ -173,7 +179,7 @@ def test_a_restart_after_an_end_the_unit_counts_as_clean_is_a_success():
                MESSAGE_ID=_systemd.RESTART_SCHEDULED),
     ])
     found = _systemd.restarts(lambda argv: (0, journal, ""), "sglang-30000.service")
-    assert found["reasons"] == {"success": 1, "unknown": 1}, found
+    assert found["reasons"] == {"success": 1, "unknown": 2}, found
     assert found["last"]["reason"] == "unknown"
 
 
