@@ -88,8 +88,9 @@ molecule_lanes() {
   # ports with each other, never with another lane's: the first lane's scenarios all use the default platform
   # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
   # Scenarios named in no lane run in the last one (inplace, multinode, ports, progress).
+  # bench measures throughput: it runs last in its lane, when fewer lanes compete for the CPU.
   local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits heal"
-               "cutover versions platforms" "units security release" "bench") s i pids=() rc=0
+               "cutover versions platforms bench" "units security release" "") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${lanes[*]} " == *" $s "* ]] || lanes[4]+=" $s"

@@ -89,9 +89,10 @@ class SglangDiscover(Base):
         follower = bool(result["multinode"] and result["multinode"]["role"] == "rank >= 1")
         if result["sglang"] and not follower:  # a rank >= 1 serves no /v1/models
             result["model"], result["running_version"] = served(p["port"], cap["argv"], server.pid)
-        # the service serves: what a restart of it would run; a rank >= 1 says no version of its own, so the version
-        # installed is asked whoever serves (the caches' places depend on it: alike on the first run and a rerun)
-        if result["sglang"] and (owner == service or follower):
+        # the service serves: what a restart of it would run. A server that said no version (a rank >= 1 has no API
+        # to say it; a busy one may not answer in time) gets the installed one asked whoever serves: the caches'
+        # places, and so the unit's environment, depend on it, and must be alike on the first run and a rerun
+        if result["sglang"] and (owner == service or not result.get("running_version")):
             result["installed_version"], result["installed_note"] = installed(cap["argv"], server)
             result["upgrade"] = upgrade(result.get("running_version"), result["installed_version"])
         if wrapper:

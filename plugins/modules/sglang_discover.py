@@ -232,18 +232,18 @@ running_version:
   version_added: 0.3.0
 installed_version:
   description:
-    - When O(unit) serves the port, or the server is a rank >= 1 of a multi-node server (which says no version of its
-      own), the SGLang version installed where the server's command runs from (what a restart would run), asked of
-      its interpreter as the server's own user with a clean environment; null when it was not asked (see
-      RV(installed_note)).
-  returned: when O(unit) serves the port, or the server is a rank >= 1
+    - When O(unit) serves the port, or the server said no version (RV(running_version) null; a rank >= 1 of a
+      multi-node server has no API to say it), the SGLang version installed where the server's command runs from
+      (what a restart would run), asked of its interpreter as the server's own user with a clean environment; null
+      when it was not asked (see RV(installed_note)).
+  returned: when O(unit) serves the port, or the server said no version
   type: str
   sample: 0.5.23
   version_added: 0.3.0
 installed_note:
   description: Why RV(installed_version) is null (no interpreter to ask; a venv of root's server that another user can
     change is never run as root), or null.
-  returned: when O(unit) serves the port, or the server is a rank >= 1
+  returned: when O(unit) serves the port, or the server said no version
   type: str
   version_added: 0.3.0
 upgrade:
