@@ -38,7 +38,11 @@ def playbook_run():
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     text = re.sub(r"\x1b\[[0-9;]*m", "", again.stdout)  # molecule may force colours
     recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), text, re.M)
-    return again.returncode, int(recap.group(1)) if recap else None, text[-1500:] if again.returncode else ""
+    changed = int(recap.group(1)) if recap else None
+    # a failed or changing run keeps what says why: its tail, and each task that reported changed with its plan line
+    why = [m.group(0)[:600] for m in re.finditer(r"^TASK \[[^\n]*\]\s*\**\n(?:[^\n]*\n)?changed: [^\n]*(?:\n[^\n]+){0,12}",
+                                                text, re.M)]
+    return again.returncode, changed, (text[-1500:] + "\n".join(why)) if again.returncode or changed else ""
 
 
 def records():
