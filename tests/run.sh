@@ -115,7 +115,7 @@ molecule_summary() {
   [ -f tests/output/molecule-failed ] || return 0
   while read -r s; do
     echo "--- molecule scenario $s FAILED; its failures:"
-    grep -E '^(fatal|failed): |^E  |^FAILED |CRITICAL' "tests/output/molecule-$s.log" | cut -c1-400 | tail -n 12
+    python3 tests/tools/scenario_failures.py "tests/output/molecule-$s.log" 40
   done < tests/output/molecule-failed
 }
 
