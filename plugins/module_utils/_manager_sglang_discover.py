@@ -50,7 +50,8 @@ class SglangDiscover(Base):
                                   disabled_launchers=disabled, hidden=hidden,
                                   stored=stored, msg=_listeners.hidden_message(p["port"], hidden)
                                   if hidden else "nothing listens on port %d" % p["port"],
-                                  model_files=self.model_files(stored, warm=True), shm=None, caches=None,
+                                  model_files=self.model_files(stored, warm=True), shm=None,
+                                  caches=self.stored_caches(stored),
                                   restarts=self.restarts(service), elapsed=self.elapsed())
         server = _listeners.main_process(pids[0], procs)
         fam = _family.family_of(server, procs)
@@ -93,7 +94,7 @@ class SglangDiscover(Base):
         # to say it; a busy one may not answer in time) gets the installed one asked whoever serves: the caches'
         # places, and so the unit's environment, depend on it, and must be alike on the first run and a rerun
         if result["sglang"] and (owner == service or not result.get("running_version")):
-            result["installed_version"], result["installed_note"] = installed(cap["argv"], server)
+            result["installed_version"], result["installed_note"] = installed(cap["argv"], server.uid)
             result["upgrade"] = upgrade(result.get("running_version"), result["installed_version"])
         if wrapper:
             wrapper["cmdline"] = self.redact(wrapper["cmdline"])
@@ -118,6 +119,15 @@ class SglangDiscover(Base):
         result["caches"] = caches(cap, result["stored"] or cap, server.user, version, p.get("user") or server.user)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
+
+    def stored_caches(self, stored):
+        """With nothing on the port (a switch between its stop and its start, a server that is down): the caches of
+        the capture the unit is made from, and so the unit's environment, as they are with its server up (the
+        installed version asked); None without a capture."""
+        if not stored.get("argv") or stored.get("uid") is None:
+            return None
+        version = installed(stored["argv"], stored["uid"])[0]
+        return caches(stored, stored, stored.get("user"), version, self.params.get("user") or stored.get("user"))
 
     def refusals(self, cap):
         """Why the capture must not be run again (_capture.refusals), secrets masked; [] without a capture."""
@@ -226,14 +236,14 @@ def served(port, argv, pid, timeout=5.0):
     return (names[0] if names else None), _readiness.server_version(server, timeout)
 
 
-def installed(argv, server):
+def installed(argv, uid):
     """(the SGLang version installed where the server's command runs from, None or why it was not asked): its
-    interpreter asked as the server's own user, with a clean environment; as root only when no other user can change
-    what root would run."""
+    interpreter asked as the server's own user (uid), with a clean environment; as root only when no other user can
+    change what root would run."""
     python = _sglang_args.interpreter(argv)[0]
     if not python:
         return None, "the server's command names no Python interpreter to ask"
-    owner = _owner.Owner(server.uid)
+    owner = _owner.Owner(uid)
     if owner.is_root:
         why = _venv.distrust(python)
         if why:

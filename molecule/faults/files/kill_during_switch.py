@@ -40,7 +40,7 @@ def playbook_run():
     recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), text, re.M)
     changed = int(recap.group(1)) if recap else None
     # a failed or changing run keeps what says why: its tail, and each task that reported changed with its plan line
-    task = r"^TASK \[[^\n]*\]\s*\**\n(?:[^\n]*\n)?changed: [^\n]*(?:\n[^\n]+){0,12}"
+    task = r"^TASK \[[^\n]*\]\s*\**\n(?:(?!TASK \[)[^\n]*\n){0,4}?changed: [^\n]*(?:\n[^\n]+){0,12}"
     why = [m.group(0)[:600] for m in re.finditer(task, text, re.M)]
     return again.returncode, changed, (text[-1500:] + "\n".join(why)) if again.returncode or changed else ""
 

@@ -3,11 +3,12 @@ ahead and not in check mode; on real files evicted from the page cache. Its look
 the units that could serve its port named."""
 import json
 import os
+import signal
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache
-from ansible_collections.inferops.sglang.plugins.module_utils._server import port_units as _port_units
+from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache, procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners, port_units as _port_units
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover, installed, served, upgrade
 from tests.unit.conftest import free_port, wait_for
 from .conftest import (MIB, NOBODY, Exited, Failed, FakeModule, Systemd, double_venv, evict, server_cmd, wait_listening,
@@ -91,11 +92,6 @@ def test_the_served_model_is_asked_with_the_key_only_of_the_servers_family(impos
     assert impostor.requests() == []
 
 
-class Proc:
-    def __init__(self, uid):
-        self.uid = uid
-
-
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root: it asks as nobody")
 def test_the_installed_version_is_asked_of_the_servers_interpreter_as_its_user_never_root_of_anothers_venv(
         tmp_path, nobody_venv):
@@ -103,13 +99,40 @@ def test_the_installed_version_is_asked_of_the_servers_interpreter_as_its_user_n
     server of root's whose venv another user can change is not asked (that user's .pth would run as root)."""
     mine = double_venv(tmp_path)
     argv = [mine.python, "-m", "sglang.launch_server", "--model-path", "m"]
-    assert installed(argv, Proc(0)) == ("0.5.23", None)
+    assert installed(argv, 0) == ("0.5.23", None)
     theirs = [nobody_venv.python, "-m", "sglang.launch_server", "--model-path", "m"]
-    version, why = installed(theirs, Proc(0))
+    version, why = installed(theirs, 0)
     assert version is None and why.startswith("%s was not asked: it would run as root, and " % nobody_venv.python)
-    assert installed(theirs, Proc(NOBODY.pw_uid)) == ("0.5.23", None)
+    assert installed(theirs, NOBODY.pw_uid) == ("0.5.23", None)
     assert set(nobody_venv.ran_as()) == {NOBODY.pw_uid}, "never as root"
-    assert installed(["/usr/bin/sleep", "600"], Proc(0)) == (None, "the server's command names no Python interpreter to ask")
+    assert installed(["/usr/bin/sleep", "600"], 0) == (None, "the server's command names no Python interpreter to ask")
+
+
+def test_with_nothing_on_the_port_the_units_cache_environment_is_the_one_its_server_would_give(shell, tmp_path):
+    """A rerun between a switch's stop and its start (or with the server down) finds nothing on the port: the unit
+    it renders from the kept capture has the same cache environment as with the server up, or the switch would
+    restart the service for nothing, and again on the next run."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & wait" % server_cmd(port))
+    (pid,) = wait_listening(port)
+    capture = tmp_path / "capture.json"
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Module(port=port, capture_path=str(capture), prewarm="off")).run()
+    up = e.value.args[0]
+    assert up["running_version"].startswith("0.5.23") and up["caches"]["environment"]["SGLANG_CACHE_DIR"], up
+    # what the switch keeps; its interpreter a venv where SGLang 0.5.23 is installed (the double runs from this
+    # interpreter, SGLang on its PYTHONPATH only: asked with a clean environment, it has none)
+    capture.write_text(json.dumps(dict(up["stored"], argv=[double_venv(tmp_path).python] + up["stored"]["argv"][1:])))
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    wait_for(lambda: not _listeners.listeners(port, _procfs.snapshot()), 15)
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Module(port=port, capture_path=str(capture), prewarm="off")).run()
+    down = e.value.args[0]
+    assert not down["found"]
+    assert (down["caches"] or {}).get("environment") == up["caches"]["environment"]
+    with pytest.raises(Exited) as e:  # without a capture, nothing to make a unit of
+        SglangDiscover(Module(port=port, prewarm="off")).run()
+    assert e.value.args[0]["caches"] is None
 
 
 def test_an_upgrade_is_a_public_version_that_differs():
