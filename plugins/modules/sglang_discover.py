@@ -350,7 +350,7 @@ caches:
       following symlinks; and C(environment), the cache variables a unit of O(user) (default the server's own user) gets so that its server finds
       them after the cutover and after a boot (those the server sets itself are in its captured environment).
       With nothing on the port, those of the kept capture (the installed version asked), as its server would use
-      them: a unit made then is the one made with the server up. Null when there is neither.
+      them, so that a unit made then is the one made with the server up. Null when there is neither.
   returned: always
   type: dict
   sample: {found: [{name: triton, variable: TRITON_CACHE_DIR, path: /root/.triton/cache, set: false, volatile: false,
