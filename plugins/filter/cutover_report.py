@@ -7,18 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_plan_lines.yml, cutover_bench_gate.yml, cutover_summary.yml, cutover_progress.yml and
-# cutover_prewarm_progress.yml beside this file.
-
-import re
-
-from ansible_collections.inferops.sglang.plugins.module_utils._host.progress import last
-from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK, Redactor, is_secret_name
-from ansible_collections.inferops.sglang.plugins.module_utils._server.model_files import size
-
-# What SGLang's log says once the model is loaded and the HTTP server warms up, and once it is ready.
-_WARMUP = re.compile(r"warm.?up|Uvicorn running|Application startup complete", re.I)
-_READY = re.compile(r"fired up and ready", re.I)
+# Documented in cutover_plan_lines.yml, cutover_bench_gate.yml and cutover_summary.yml beside this file.
 
 
 def cutover_plan_lines(checks, release_strays=False):
@@ -64,55 +53,7 @@ def cutover_summary(done, recorded_report=None):
     return [done["says"]]
 
 
-# a quoted field of a repr: SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start
-_QUOTED = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)=(['\"])(.*?)\2")
-
-
-def mask_log_line(line, secrets=None):
-    """A server's log line with its secrets masked: the given values, the values of secret flags and of secret names
-    (NAME=value, and a repr's quoted name='value': api_key, admin_api_key, hf_token...), as _host.redact masks them."""
-    redact = Redactor(values=[s for s in secrets or [] if s])
-    out, at, line = [], 0, line or ""
-    for m in _QUOTED.finditer(line):  # a quoted secret whole (spaces and all); the rest as the redactor masks it
-        if is_secret_name(m.group(1)):
-            out += [redact(line[at:m.start()]), m.group(1) + "=" + m.group(2) + MASK + m.group(2)]
-            at = m.end()
-    return "".join(out + [redact(line[at:])])
-
-
-def cutover_progress(outcome, elapsed, log_line="", secrets=None):
-    """One progress line of the switch's call while it runs: the phase (stopping: the worker's steps before the
-    unit's start; loading, warm-up: the unit's log; verifying: the log says ready), the seconds since the call began,
-    and the unit's last log line, the given secrets masked."""
-    outcome = outcome or {}
-    steps = [s.get("step") for s in outcome.get("steps") or []]
-    line = (log_line or "").strip().splitlines()[-1:] or [""]
-    line = mask_log_line(line[0], secrets)
-    if not outcome.get("started_at"):
-        phase = "stopping" + (" (%s done)" % steps[-1] if steps else "")
-    elif _READY.search(line):
-        phase = "verifying"
-    elif _WARMUP.search(line):
-        phase = "warm-up"
-    else:
-        phase = "loading"
-    return "%s, %d s%s" % (phase, int(elapsed), (": " + line[:200]) if line and outcome.get("started_at") else "")
-
-
-def cutover_prewarm_progress(text, elapsed):
-    """One progress line of the page-cache warm while it runs, from its progress file's text (the last whole line):
-    the seconds since the warm's call began, what was read of what it plans to read."""
-    done = last(text)
-    try:
-        read, planned = int(done.get("read") or 0), int(done.get("planned") or 0)
-    except (TypeError, ValueError):
-        read = planned = 0
-    line = "warming the page cache, %d s" % int(elapsed)
-    return line + (": %s of %s read" % (size(read), size(planned)) if planned else ": starting")
-
-
 class FilterModule(object):
     def filters(self):
         return {"cutover_plan_lines": cutover_plan_lines, "cutover_bench_gate": cutover_bench_gate,
-                "cutover_summary": cutover_summary, "cutover_progress": cutover_progress,
-                "cutover_prewarm_progress": cutover_prewarm_progress}
+                "cutover_summary": cutover_summary}

@@ -8,10 +8,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 from ansible_collections.inferops.sglang.plugins.module_utils._base import Base
 from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner, pagecache as _pagecache
 from ansible_collections.inferops.sglang.plugins.module_utils._host.progress import ProgressFile
 from ansible_collections.inferops.sglang.plugins.module_utils._server import model_files as _model_files
+
+
+def progress_line(done, elapsed):
+    """Where the warm is, in one line: the seconds since the module began and what it has read of what it plans to
+    read (done: pagecache.warm's progress, {} before its first)."""
+    try:
+        read, planned = int(done.get("read") or 0), int(done.get("planned") or 0)
+    except (TypeError, ValueError):
+        read = planned = 0
+    line = "warming the page cache, %d s" % int(elapsed)
+    return line + (": %s of %s read" % (_model_files.size(read), _model_files.size(planned)) if planned else ": starting")
 
 
 class ModelPrewarm(Base):
@@ -40,15 +53,21 @@ class ModelPrewarm(Base):
         self.module.exit_json(changed=False, msg=m["summary"], **m)
 
     def warm(self, owner):
-        """The warm's result (_pagecache.warm), read as owner, its progress appended to the progress file meanwhile."""
+        """The warm's result (_pagecache.warm), read as owner, its progress appended to the progress file meanwhile:
+        a line at once, then one every `every` seconds, each what was read and its words (progress_line)."""
         p = self.params
         try:
             progress = ProgressFile(p["progress"]) if p["progress"] else None
+            if progress:
+                progress.say(progress_line({}, time.monotonic() - self.t0))
         except OSError as e:
             self.fail("the progress file %s could not be made: %s" % (p["progress"], e))
+
+        def tell(done):  # in the child that became the owner: through the descriptor opened here
+            progress.say(progress_line(done, time.monotonic() - self.t0), **done)
         try:
             return owner.call(_pagecache.warm, p["paths"], int(p["margin_gib"] * _pagecache.GIB), p["budget"],
-                              _pagecache.READERS, progress.write if progress else None, p["every"])
+                              _pagecache.READERS, tell if progress else None, p["every"])
         except OSError as e:
             return {"read": 0, "seconds": 0.0, "errors": ["the warm as %s failed: %s" % (owner, e)]}
         finally:

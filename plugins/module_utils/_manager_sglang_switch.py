@@ -22,6 +22,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, free_space as _free_space, owner as _owner, procfs as _procfs, selinux as _selinux,
     systemd as _systemd, unit as _unit, venv as _venv)
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
+from ansible_collections.inferops.sglang.plugins.module_utils._host.progress import ProgressFile
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     capture as _capture, family as _family, listeners as _listeners, port_units as _port_units, readiness as _readiness,
@@ -38,6 +39,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._switch.states imp
 # and outcome, the record's three files, and their temporary copies while each is replaced.
 STATE_ROOM = 512 * 1024
 FILE_ROOM = 16 * 1024  # and beside each of the unit's files, as much again as the file, for its temporary copy
+PROGRESS_EVERY = 2.0  # seconds between two lines of progress while the call waits
 
 
 def stray_problems(insp, release_strays):
@@ -73,6 +75,9 @@ class SglangSwitch(Base):
     run() goes through named phases, in order; each keeps on self what the later ones need, and any of them may
     end the module (fail_json, or exit_json where there is nothing to switch)."""
 
+    progress = None  # the progress file, once the preflight passed (progress_file)
+    told_at = None  # when tell wrote its last line
+
     def run(self):
         self.validate()
         self.probe()
@@ -85,10 +90,14 @@ class SglangSwitch(Base):
         if self.module.check_mode or self.action == Actions.NONE:
             self.answer()
             return
-        self.launch()
-        self.wait_switch()
-        self.ready()
-        self.record()
+        try:
+            self.launch()
+            self.wait_switch()
+            self.ready()
+            self.record()
+        finally:
+            if self.progress:
+                self.progress.close()
         self.module.exit_json(**self.result)
 
     def validate(self):
@@ -315,6 +324,7 @@ class SglangSwitch(Base):
         """The switch of the port claimed and its worker started detached; or the switch another run claimed (in
         progress, or finished since this run began), joined."""
         p = self.params
+        self.progress_file()
         self.run_id = self.joining
         if self.action == Actions.JOIN:
             self.result["run_id"] = self.run_id
@@ -347,6 +357,37 @@ class SglangSwitch(Base):
         else:
             self.action = self.result["action"] = Actions.JOIN
         self.result["run_id"] = self.run_id
+
+    def progress_file(self):
+        """With progress: the file where the call says where the switch is while it waits (tell), opened before the
+        switch begins; its lines masked of the wait's key and of the command's and the redact flags' secrets."""
+        p = self.params
+        if not p["progress"]:
+            return
+        key = (p["wait"] or {}).get("api_key")
+        redact = Redactor(flags=p.get("redact") or (), values=self.redact.secrets_of(self.command, {}) + [key or ""])
+        try:
+            self.progress = ProgressFile(p["progress"], redact)
+        except OSError as e:
+            self.failed("the progress file %s could not be made, nothing was touched: %s" % (p["progress"], e),
+                        self.result, changed=False)
+
+    def tell(self, outcome):
+        """A line of progress, at most one every PROGRESS_EVERY s (_switch.outcome.progress_line): the phase, the
+        seconds since the call began and, once the unit started, its last log line. Returns None (a check of the
+        wait's that never stops it); a line that cannot be written is left out."""
+        now = time.monotonic()
+        if self.progress is None or self.told_at is not None and now - self.told_at < PROGRESS_EVERY:
+            return None
+        self.told_at = now
+        log = ("\n".join(_systemd.journal(self.module.run_command, self.unit, 1))
+               if (outcome or {}).get("started_at") and not self.back else "")
+        try:
+            self.progress.say(_switch_outcome.progress_line(outcome, now - self.t0, log, self.progress.redact),
+                              seconds=round(now - self.t0, 1))
+        except OSError:
+            pass
+        return None
 
     def commit(self, run_id=None):
         """Once the preflight passed (under the switch's lock when a switch follows): the units that could serve the
@@ -412,7 +453,7 @@ class SglangSwitch(Base):
         """The switch's outcome, waited for; the module fails with the step it stopped at."""
         result, action = self.result, self.action
         try:
-            outcome = self.outcome = _switch_outcome.wait(self.state_dir, self.run_id, self.timeout)
+            outcome = self.outcome = _switch_outcome.wait(self.state_dir, self.run_id, self.timeout, tick=self.tell)
         except TimeoutError as e:
             self.fail(str(e), **result)
         result.update(_switch_outcome.summary(outcome), outcome=outcome, elapsed=self.elapsed())
@@ -512,6 +553,7 @@ class SglangSwitch(Base):
             gates = [lambda: _listeners.listener_problem(server.port, unit=unit), watch.active]
         if server.is_local():
             checks.append(lambda: _listeners.squatter(server.host, server.port, **whose))
+        checks.append(lambda: self.tell(outcome))  # where it is, while it loads: the progress file's lines
         try:
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
                                   gates=gates)

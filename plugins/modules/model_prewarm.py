@@ -19,7 +19,8 @@ description:
     after O(budget) seconds. The files are measured and read as O(user) (the server's own user), never as root, so
     only what that user may read is read.
   - With O(progress), appends what was read so far every O(every) seconds to that file (one JSON line each, root's,
-    0600), for a look from another connection while the module runs under C(async); the file is removed when the
+    0600; its C(says) the line in words - the seconds since the module began, what was read of what the warm plans to
+    read), for a look from another connection while the module runs under C(async); the file is removed when the
     warm ends. M(inferops.sglang.sglang_discover) with O(inferops.sglang.sglang_discover#module:prewarm=plan) says
     whether a warm is due and lists the files.
   - A warm that fails is reported in RV(warm), never a failure.

@@ -208,6 +208,15 @@ options:
     type: dict
     version_added: 0.2.0
     # its suboptions are model_wait's options for the wait, the URL and the model: inferops.sglang.wait.suboptions
+  progress:
+    description: A file where the module says where the switch is, every 2 seconds while it waits for the switch and
+      for O(wait) (one JSON line each, root's, 0600, in a folder that no one but root can change, created 0700 when
+      missing; removed when the module ends), for a look from another connection while the module runs under
+      C(async). Each line's C(says) is the phase (V(stopping), V(loading), V(warm-up), V(verifying)), the seconds
+      since the module began and, once the unit started, its last log line, its secrets masked (the O(wait) key,
+      the command's, the O(redact) flags', the values of secret names).
+    type: path
+    version_added: 0.3.0
   record:
     description: Keep the record of the switch once the server serves (with O(wait)).
     type: dict
@@ -457,6 +466,7 @@ def main():
             user=dict(type="str", default="root"),
             group=dict(type="str"),
             timeout=dict(type="float"),
+            progress=dict(type="path"),
             install=dict(type="dict", options=UNIT_FILES_SPEC),
             wait=dict(type="dict", options=dict(WAIT_SPEC, url=dict(type="str", required=True), model=dict(type="str"))),
             record=dict(type="dict", options=dict(

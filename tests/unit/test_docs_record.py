@@ -63,7 +63,8 @@ def group_keys():
     """The fields a multi-node server's group adds to each rank's record (group/switch.yml), and those of a rank."""
     rec = cutover_group_record([{"msg": "m", "outcome": {"seconds": 1.0, "stop_began_at": 1.0}}],
                                [{"host": "a", "rank": {"node_rank": 0}}], "kimi", 0)
-    task = [t for t in yaml.safe_load((TASKS / "group" / "switch.yml").read_text()) if "block" in t][-1]["block"][1]
+    block = [t for t in yaml.safe_load((TASKS / "group" / "switch.yml").read_text()) if "block" in t][-1]["block"]
+    task = next(t for t in block if "inferops.sglang.sglang_switch" in t)
     assert "combine({'group': _cutover_group_record," in task["inferops.sglang.sglang_switch"]["record"]["data"]
     return set(rec), set(rec["ranks"][0])
 

@@ -64,14 +64,41 @@ def named_for(path):
     return [t["name"] for t in tasks(load(path))]
 
 
+# The one part that several stages include (the progress of an async call): its tasks' names start with the stage
+# its includer gives it, and every include of it gives one of the includer's own stages.
+SHARED = {"progress.yml": "_cutover_progress_stage"}
+
+
 @pytest.mark.parametrize("path", task_files(), ids=lambda p: str(p.relative_to(CUTOVER / "tasks")))
 def test_a_cutover_task_file_holds_tasks_of_the_stage_it_is_named_for(path):
-    if path.name == "main.yml":
+    if path.parent == CUTOVER / "tasks" and path.name in SHARED:
+        stages = ["{{ %s }}" % SHARED[path.name]]
+    elif path.name == "main.yml":
         stages = MODES[path.parent.name]
     else:
         stages = [STAGES[max((k for k in STAGES if path.stem == k or path.stem.startswith(k + "_")), key=len)]]
     names = named_for(path)
     assert names and [n for n in names if not any(n == s or n.startswith(s + " - ") for s in stages)] == []
+
+
+@pytest.mark.parametrize("shared", sorted(SHARED))
+def test_a_shared_part_is_named_for_the_stage_of_each_includer(shared):
+    given = []
+    for path in task_files():
+        if path.parent == CUTOVER / "tasks" and path.name in SHARED:
+            continue
+        if path.name == "main.yml":
+            stages = MODES[path.parent.name]
+        else:
+            stages = [STAGES[max((k for k in STAGES if path.stem == k or path.stem.startswith(k + "_")), key=len)]]
+        for t in tasks(load(path)):
+            include = t.get("ansible.builtin.include_tasks")
+            include = include.get("file") if isinstance(include, dict) else include
+            if include and include.rsplit("/", 1)[-1] == shared:
+                stage = (t.get("vars") or {}).get(SHARED[shared])
+                given.append(stage)
+                assert stage in stages and t["name"].startswith(stage + " - "), (path, t["name"], stage)
+    assert len(given) >= 2, given  # shared: included by two at least
 
 
 def test_the_mode_is_decided_once_at_its_include():

@@ -82,9 +82,13 @@ def argv_option(argv, name, default=None):
     return value
 
 
+# a quoted field of a repr: SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start
+_QUOTED = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)=(['\"])(.*?)\2")
+
+
 class Redactor:
-    """redact(text) masks the values of secret flags (and their prefixes), NAME=value assignments of secret names and
-    given words."""
+    """redact(text) masks the values of secret flags (and their prefixes), NAME=value assignments of secret names
+    (and a repr's quoted name='value', whole, spaces and all: api_key, admin_api_key, hf_token...) and given words."""
 
     def __init__(self, flags=(), values=()):
         self._flags = tuple(sorted(set(tuple(SECRET_FLAGS) + tuple(flags))))
@@ -100,6 +104,14 @@ class Redactor:
     def __call__(self, text):
         if not isinstance(text, str):
             return text
+        out, at = [], 0
+        for m in _QUOTED.finditer(text):  # a quoted secret whole; the rest as _plain masks it
+            if is_secret_name(m.group(1)):
+                out += [self._plain(text[at:m.start()]), m.group(1) + "=" + m.group(2) + MASK + m.group(2)]
+                at = m.end()
+        return "".join(out + [self._plain(text[at:])])
+
+    def _plain(self, text):
         for v in self._values:
             text = text.replace(v, MASK)
         text = self._flag.sub(lambda m: m.group(1) + m.group(2) + MASK if self.is_secret(m.group(1)) else m.group(0),

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
@@ -71,14 +72,42 @@ def summary(outcome):
                 previous_unit=outcome.get("previous_unit", False))
 
 
-def wait(state_dir, run_id, timeout, poll=0.1):
-    """The outcome of switch run_id once finished (None: whichever switch runs now). TimeoutError otherwise."""
+# What SGLang's log says once the model is loaded and the HTTP server warms up, and once it is ready.
+_WARMUP = re.compile(r"warm.?up|Uvicorn running|Application startup complete", re.I)
+_READY = re.compile(r"fired up and ready", re.I)
+
+
+def progress_line(outcome, elapsed, log_line="", redact=None):
+    """Where a switch is while it runs, in one line: the phase (stopping: the worker's steps before the unit's start,
+    with the last one done; loading, warm-up: the unit's log; verifying: the log says ready), the seconds since its
+    call began, and, once the unit started, the unit's last log line through redact (a _host.redact.Redactor: masked
+    before it is cut to 200 characters, so that no part of a secret is left)."""
+    outcome = outcome or {}
+    steps = [s.get("step") for s in outcome.get("steps") or []]
+    line = ((log_line or "").strip().splitlines()[-1:] or [""])[0]
+    line = redact(line) if redact else line
+    if not outcome.get("started_at"):
+        phase = "stopping" + (" (%s done)" % steps[-1] if steps else "")
+    elif _READY.search(line):
+        phase = "verifying"
+    elif _WARMUP.search(line):
+        phase = "warm-up"
+    else:
+        phase = "loading"
+    return "%s, %d s%s" % (phase, int(elapsed), (": " + line[:200]) if line and outcome.get("started_at") else "")
+
+
+def wait(state_dir, run_id, timeout, poll=0.1, tick=None):
+    """The outcome of switch run_id once finished (None: whichever switch runs now). TimeoutError otherwise.
+    tick(outcome), when given, is called at each look with the outcome as it stands (None before the first)."""
     where = _state_dir.outcome(state_dir)
     deadline = time.monotonic() + timeout
     seen_at = time.monotonic()
     while True:
         out = read_json(where)
         mine = out is not None and (run_id is None or out.get("id") == run_id)
+        if tick is not None:
+            tick(out if mine else None)
         if mine and state(out) in DONE:
             return out
         if mine and state(out) == OutcomeStates.RUNNING:

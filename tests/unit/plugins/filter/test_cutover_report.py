@@ -37,37 +37,3 @@ def test_the_summary_for_each_way_a_run_ends():
         "sglang.service serves port 1: nothing to switch"]
     assert cutover_summary({"plan": [], "report": None, "says": "check mode: nothing was changed. adopted"}, None) == [
         "check mode: nothing was changed. adopted"]
-
-
-def test_progress_says_the_phase_the_seconds_and_the_log_with_the_key_masked():
-    from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_progress
-    assert cutover_progress({}, 3.2) == "stopping, 3 s"
-    assert cutover_progress({"steps": [{"step": "stop server"}]}, 12, "old log") == "stopping (stop server done), 12 s"
-    started = {"steps": [{"step": "start unit"}], "started_at": 1.0}
-    assert cutover_progress(started, 40, "a\nLoad weight begin. avail mem=70 GB") == (
-        "loading, 40 s: Load weight begin. avail mem=70 GB")
-    assert cutover_progress(started, 60, "Capture cuda graph begin.").startswith("loading, 60 s")
-    assert cutover_progress(started, 70, "Uvicorn running on http://127.0.0.1:30000").startswith("warm-up, 70 s")
-    assert cutover_progress(started, 95, "The server is fired up and ready to roll!").startswith("verifying, 95 s")
-    assert cutover_progress(started, 41, "server_args=ServerArgs(api_key='sk-1')", ["sk-1", None]) == (
-        "loading, 41 s: server_args=ServerArgs(api_key='********')")
-
-
-def test_progress_masks_every_secret_of_the_servers_args_line_not_only_the_key_given():
-    """0.5.15 logs its server_args at start: the admin key, a token, a password are masked though no value was given."""
-    from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_progress
-    started = {"steps": [{"step": "start unit"}], "started_at": 1.0}
-    line = ("server_args=ServerArgs(model_path='/m', api_key='sk 1', admin_api_key='adm-2', hf_token=\"hf_3\", "
-            "ssl_keyfile_password='pw4', port=30000) DB_PASS=x5 --token t6")
-    said = cutover_progress(started, 41, line, [])
-    assert said == ("loading, 41 s: server_args=ServerArgs(model_path='/m', api_key='********', admin_api_key='********', "
-                    "hf_token=\"********\", ssl_keyfile_password='********', port=30000) DB_PASS=******** --token ********")
-
-
-def test_prewarm_progress_says_the_seconds_and_what_was_read_of_what_is_planned():
-    from ansible_collections.inferops.sglang.plugins.filter.cutover_report import cutover_prewarm_progress
-    assert cutover_prewarm_progress("", 2.5) == "warming the page cache, 2 s: starting"
-    text = '{"planned": 60000000000, "read": 1000, "seconds": 5.0}\n{"planned": 60000000000, "read": 14200000000}\n'
-    assert cutover_prewarm_progress(text, 45.9) == "warming the page cache, 45 s: 14 GB of 60 GB read"
-    assert cutover_prewarm_progress(text + '{"planned": 6', 46) == "warming the page cache, 46 s: 14 GB of 60 GB read"
-    assert cutover_prewarm_progress('{"planned": "x"}\n', 7) == "warming the page cache, 7 s: starting"

@@ -2,12 +2,13 @@
 meanwhile and the file removed after, check mode and files all resident read nothing, bad input refused."""
 import json
 import os
+import re
 import time
 
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache
-from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_prewarm import ModelPrewarm
+from ansible_collections.inferops.sglang.plugins.module_utils._manager_model_prewarm import ModelPrewarm, progress_line
 from .conftest import MIB, NOBODY, Exited, Failed, FakeModule, evict, write
 
 
@@ -56,6 +57,10 @@ def test_the_warm_reads_what_is_missing_and_says_so(cold, tmp_path, monkeypatch)
     assert r["summary"].startswith("model: 17 MB in 2 files, ") and "; warmed before the stop: " in r["summary"]
     seen = [json.loads(line) for line in (tmp_path / "seen").read_text().splitlines()]
     assert seen and all(json.loads(s.splitlines()[-1])["planned"] > 0 for s in seen)
+    # the module's own words: a line at once, then one with each measure
+    assert re.match(r"warming the page cache, \d+ s: starting\Z", json.loads(seen[0].splitlines()[0])["says"])
+    assert all(re.match(r"warming the page cache, \d+ s: [0-9.]+ [kMG]?B of 17 MB read\Z", json.loads(s.splitlines()[-1])["says"])
+               for s in seen), seen
     assert not (tmp_path / "state" / "prewarm.jsonl").exists()
 
 
@@ -88,3 +93,12 @@ def test_files_the_user_cannot_read_are_errors_and_not_read(cold, tmp_path):
 def test_bad_input_is_refused(cold, given, message):
     with pytest.raises(Failed, match=message):
         ModelPrewarm(Module(paths=cold, **given)).run()
+
+
+@pytest.mark.parametrize("done, elapsed, says", [
+    ({}, 2.5, "warming the page cache, 2 s: starting"),
+    ({"planned": 60000000000, "read": 14200000000}, 45.9, "warming the page cache, 45 s: 14 GB of 60 GB read"),
+    ({"planned": "x"}, 7, "warming the page cache, 7 s: starting"),
+])
+def test_the_progress_line_says_the_seconds_and_what_was_read_of_what_is_planned(done, elapsed, says):
+    assert progress_line(done, elapsed) == says

@@ -17,6 +17,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, procfs as _procfs, selinux as _selinux)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     lock as _switch_lock, outcome as _switch_outcome, record as _record)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
 from tests.unit.conftest import free_port, wait_for
 from .conftest import (NOBODY, Failed, FakeModule, Systemd, double_venv, in_mount_namespace, installed_double, server_cmd,
@@ -27,7 +28,7 @@ class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
     defaults = dict(redact=[], record=None, wait=None, existing_units="replace", capture=None, user="root", group=None,
-                    start=True, rank=None, gpus=[], release_users=[])
+                    start=True, rank=None, gpus=[], release_users=[], progress=None)
 
 
 def wait(url, **kw):
@@ -303,6 +304,47 @@ def test_the_module_shows_no_secret_of_its_command(tmp_path):
     assert str(port) in json.dumps(result["invocation"]), "the rest of the command is shown as it is"
     for secret in ("sk-vvv-1", "adm-vvv-2"):
         assert secret not in p.stdout and secret not in p.stderr
+
+
+class Journal(Module):
+    """A host whose unit's journal ends with the server's argv and its server_args, every secret in them."""
+
+    line = ("launch_server --api-key sk-cmd-1 --admin-api=adm-cmd-2 server_args=ServerArgs(api_key='sk cmd 1', "
+            "hf_token='hf-3') HF_TOKEN=hf-env-4 Load weight begin with sk-wait-5 and sk-cmd-1 bare")
+
+    def run_command(self, argv):
+        if "journalctl" in argv:
+            return 0, "earlier\n" + self.line + "\n", ""
+        return Module.run_command(self, argv)
+
+
+def test_no_secret_of_the_command_nor_of_the_wait_reaches_the_progress_line(tmp_path):
+    """The switch's call says where it is in its progress file (what the role prints): the unit's last log line, with
+    every secret masked where the line is written - the command's (flag, abbreviated flag, bare value), the wait's key,
+    a repr's quoted fields, secret names - at most one line every PROGRESS_EVERY s, the file removed at the end."""
+    path = tmp_path / "state" / "30000" / "switch-progress.jsonl"
+    mgr = SglangSwitch(Journal(
+        command=["/venv/bin/python", "-m", "sglang.launch_server", "--api-key", "sk-cmd-1", "--admin-api=adm-cmd-2"],
+        wait=wait("http://127.0.0.1:9", api_key="sk-wait-5"), progress=str(path)))
+    mgr.command, mgr.unit, mgr.back, mgr.result = mgr.params["command"], "sglang-t.service", False, {}
+    mgr.progress_file()
+    mgr.tell(None)
+    assert json.loads(path.read_text())["says"].startswith("stopping, ")
+    mgr.tell(dict(STARTED_OUTCOME))  # within PROGRESS_EVERY of the last: no line
+    assert len(path.read_text().splitlines()) == 1
+    mgr.told_at -= 10
+    mgr.tell(dict(STARTED_OUTCOME))
+    said = json.loads(path.read_text().splitlines()[-1])["says"]
+    assert said.startswith("loading, ") and said.endswith(
+        ": launch_server --api-key {0} --admin-api={0} server_args=ServerArgs(api_key='{0}', hf_token='{0}') "
+        "HF_TOKEN={0} Load weight begin with {0} and {0} bare".format(MASK)), said
+    for secret in ("sk-cmd-1", "adm-cmd-2", "sk cmd 1", "hf-3", "hf-env-4", "sk-wait-5"):
+        assert secret not in path.read_text()
+    mgr.progress.close()
+    assert not path.exists()
+
+
+STARTED_OUTCOME = {"id": "r1", "steps": [{"step": "start unit", "seconds": 0.1}], "started_at": 1.0}
 
 
 def files_under(*folders):

@@ -7,6 +7,7 @@ import stat
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner, progress as _progress
+from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK, Redactor
 from ..conftest import NOBODY
 
 
@@ -32,12 +33,36 @@ def test_an_earlier_file_is_emptied(tmp_path):
     p.close()
 
 
+@pytest.mark.parametrize("text, last", [
+    ("", {}),
+    ('{"read": 1}\n{"read": 2}\n', {"read": 2}),
+    ('{"read": 1}\n{"read": 2}', {"read": 1}),  # no newline yet: the line is still being written
+    ('{"read": 1}\n{"read": 2, "se', {"read": 1}),
+    ('{"read": 1}\nnot json\n', {"read": 1}),
+])
+def test_the_last_whole_line(text, last):
+    assert _progress.last(text) == last
+
+
+def test_a_line_says_in_words_its_secrets_masked_where_it_is_written(tmp_path):
+    path = tmp_path / "switch-progress.jsonl"
+    p = _progress.ProgressFile(str(path), Redactor(values=["sk-given"]))
+    p.say("loading, 4 s: --api-key sk-flag server_args=ServerArgs(api_key='sk q') sk-given HF_TOKEN=hf-env", seconds=4.0)
+    assert _progress.last(path.read_text()) == {"seconds": 4.0, "says": (
+        "loading, 4 s: --api-key {0} server_args=ServerArgs(api_key='{0}') {0} HF_TOKEN={0}".format(MASK))}
+    for secret in ("sk-flag", "sk q", "sk-given", "hf-env"):
+        assert secret not in path.read_text()
+    p.close()
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root: a child becomes nobody")
 def test_a_child_that_became_nobody_appends_through_the_descriptor(tmp_path):
     path = tmp_path / "prewarm.jsonl"
     p = _progress.ProgressFile(str(path))
     assert _owner.Owner(NOBODY.pw_uid, NOBODY.pw_gid).call(p.write, {"read": 7}) is None
     assert _progress.last(path.read_text()) == {"read": 7} and os.stat(str(path)).st_uid == 0
+    assert _owner.Owner(NOBODY.pw_uid, NOBODY.pw_gid).call(lambda: p.say("reading", read=8)) is None
+    assert _progress.last(path.read_text()) == {"read": 8, "says": "reading"}
     p.close()
 
 

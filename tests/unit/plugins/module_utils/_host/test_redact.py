@@ -113,3 +113,17 @@ def test_the_secret_flags_rule():
     for option in ("--max-total-tokens", "--tokenizer-path", "--skip-tokenizer-init", "--port", "--monkeys"):
         assert not looks_secret(option), option
     assert not set(SECRET_FLAGS) & set(NOT_SECRET)
+
+
+@pytest.mark.parametrize("line, values, masked", [
+    # 0.5.15 logs its server_args at start: each quoted secret masked whole (spaces and all), its quotes kept, though
+    # no value was given; the given values, the secret flags and NAME=value of the rest as before
+    ("server_args=ServerArgs(api_key='sk-1')", ["sk-1"], "server_args=ServerArgs(api_key='%s')" % MASK),
+    ("server_args=ServerArgs(model_path='/m', api_key='sk 1', admin_api_key='adm-2', hf_token=\"hf_3\", "
+     "ssl_keyfile_password='pw4', port=30000) DB_PASS=x5 --token t6", [],
+     "server_args=ServerArgs(model_path='/m', api_key='{0}', admin_api_key='{0}', hf_token=\"{0}\", "
+     "ssl_keyfile_password='{0}', port=30000) DB_PASS={0} --token {0}".format(MASK)),
+    ("model_path='/m sk-7' tokenizer_path='/t'", ["sk-7"], "model_path='/m %s' tokenizer_path='/t'" % MASK),
+])
+def test_a_repr_s_quoted_secrets_are_masked_whole(line, values, masked):
+    assert Redactor(values=values)(line) == masked

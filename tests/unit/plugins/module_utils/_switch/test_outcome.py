@@ -16,3 +16,42 @@ def test_wait_notices_a_worker_that_died(tmp_path):
     assert "ended without finishing" in out["error"]
     with pytest.raises(TimeoutError):
         _switch_outcome.wait(str(state), "other", 0.3)
+
+
+STARTED = {"steps": [{"step": "start unit"}], "started_at": 1.0}
+
+
+@pytest.mark.parametrize("outcome, elapsed, log, says", [
+    ({}, 3.2, "", "stopping, 3 s"),
+    (None, 3.2, "", "stopping, 3 s"),  # before the worker's first word
+    ({"steps": [{"step": "stop server"}]}, 12, "old log", "stopping (stop server done), 12 s"),
+    (STARTED, 40, "a\nLoad weight begin. avail mem=70 GB", "loading, 40 s: Load weight begin. avail mem=70 GB"),
+    (STARTED, 60, "Capture cuda graph begin.", "loading, 60 s: Capture cuda graph begin."),
+    (STARTED, 70, "Uvicorn running on http://127.0.0.1:30000", "warm-up, 70 s: Uvicorn running on http://127.0.0.1:30000"),
+    (STARTED, 95, "The server is fired up and ready to roll!",
+     "verifying, 95 s: The server is fired up and ready to roll!"),
+    (STARTED, 41, "x" * 300, "loading, 41 s: " + "x" * 200),
+])
+def test_the_progress_line_says_the_phase_the_seconds_and_the_log(outcome, elapsed, log, says):
+    assert _switch_outcome.progress_line(outcome, elapsed, log) == says
+
+
+def test_the_log_is_masked_before_it_is_cut():
+    """A secret across the 200th character: masked whole, no part of it left."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK, Redactor
+    line = "y" * 195 + " sk-secret-tail"
+    said = _switch_outcome.progress_line(STARTED, 41, line, Redactor(values=["sk-secret-tail"]))
+    assert said == "loading, 41 s: " + ("y" * 195 + " " + MASK)[:200] and "sk-" not in said
+
+
+def test_wait_ticks_with_the_outcome_as_it_stands(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    seen = []
+    _switch_outcome.write_json(str(state / "switch.json"), {"id": "t5", "finished": True, "error": None})
+    assert _switch_outcome.wait(str(state), "t5", 5, tick=seen.append)["id"] == "t5"
+    assert seen == [{"id": "t5", "finished": True, "error": None}]
+    seen = []
+    with pytest.raises(TimeoutError):
+        _switch_outcome.wait(str(state), "other", 0.3, tick=seen.append)
+    assert seen and set(map(repr, seen)) == {"None"}  # another switch's outcome is none of this one's
