@@ -139,7 +139,7 @@ class Keep:
 
 
 def _last(folder):
-    """The record last.json holds (root's own file, read never through a link), or None when there is none."""
+    """The record last.json holds (a regular file, never read through a link), or None when there is none."""
     path = os.path.join(folder, "last.json")
     if not os.path.lexists(path):
         return None

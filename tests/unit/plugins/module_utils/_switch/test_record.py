@@ -268,7 +268,7 @@ def test_a_link_root_made_in_root_s_folders_is_followed(tmp_path):
 
 def _tree(folder):
     return dict((os.path.relpath(os.path.join(d, n), str(folder)), open(os.path.join(d, n)).read())
-                for d, _, names in os.walk(str(folder)) for n in names)
+                for d, _dirs, names in os.walk(str(folder)) for n in names)
 
 
 @needs_root
