@@ -2,7 +2,8 @@
 # Copyright: inferops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""cutover_record: the record of a cutover or a rollback in the port's state folder."""
+"""cutover_record: the record of a cutover or a rollback in the port's state folder, and the port's figures for
+node_exporter's textfile collector (both through _switch/record.py's Keep, the one writer of them)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,22 +16,24 @@ HISTORY_KEEP = _record.HISTORY_KEEP  # cutover_record's default
 
 
 class CutoverRecord(Base):
-    """The record of a cutover or a rollback in the port's state folder: last.json (and last.md), plus each run's
-    own in history/, named after its time, the newest `history` kept."""
+    """The record (when given) in the port's state folder: last.json (and last.md), plus each run's own in history/,
+    named after its time, the newest `history` kept; with metrics_dir, the port's textfile from that record (or from
+    last.json as it is)."""
 
     def run(self):
         p = self.params
         try:
-            files = _record.files(p["dir"], p["kind"], p["record"])
-            removed = _record.cut(p["dir"], p["history"], files)
+            keep = _record.Keep(p["dir"], p["kind"], p["record"], p["history"], p["metrics_dir"], p["restarts"])
         except ValueError as e:
             self.fail(str(e))
-        written = [f.path for f in files if f.differs]
-        self.write_files(files)
+        result = dict(files=[f.path for f in keep.record], written=keep.written, removed=keep.removed,
+                      metrics=[f.path for f in keep.metrics],
+                      report=_record.report(p["record"]) if p["record"] is not None else None)
         if not self.module.check_mode:
             try:
-                removed = _record.tidy(p["dir"], p["history"])
-            except OSError as e:
-                self.fail("the record is written, but its history could not be cut to %d: %s" % (p["history"], e))
-        self.module.exit_json(changed=bool(written or removed), files=[f.path for f in files], written=written,
-                              removed=removed, report=_record.report(p["record"]))
+                result["removed"] = keep.write()
+            except _record.WriteError as e:
+                self.failed(str(e), result)
+            if keep.warning:
+                self.module.warn(keep.warning)
+        self.module.exit_json(changed=bool(result["written"] or result["removed"]), **result)

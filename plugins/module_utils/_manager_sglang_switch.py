@@ -570,10 +570,12 @@ class SglangSwitch(Base):
 
     def keep_record(self, result, outcome, given, back, state_dir, load=None):
         """The record (_record.switch_record: given is the switch's plan's, load the load time where no wait of this
-        run saw it), written where given["dir"] says, by one run only (nothing in check mode)."""
+        run saw it), written where given["dir"] says (_record.Keep, cutover_record's writer too), by one run only
+        (nothing in check mode)."""
         rec = _record.switch_record(given, outcome, result, back, load)
         try:
-            files = _record.files(given["dir"], Kinds.ROLLBACK if back else Kinds.CUTOVER, rec) if given["dir"] else []
+            keep = _record.Keep(given["dir"], Kinds.ROLLBACK if back else Kinds.CUTOVER, rec,
+                                given.get("history") or HISTORY_KEEP) if given["dir"] else None
             result["report"] = _record.report(rec)
         except ValueError as e:
             self.failed(str(e), result)
@@ -583,13 +585,14 @@ class SglangSwitch(Base):
         with claim as mine:
             if not mine:  # another run that reported this switch kept it
                 return
-            result["record_written"] = [f.path for f in files if f.differs]
-            self.write_files(files, **result)
-            if given["dir"]:
+            if keep:
+                result["record_written"] = keep.written
                 try:
-                    result["record_removed"] = _record.tidy(given["dir"], given.get("history") or HISTORY_KEEP)
-                except (OSError, ValueError) as e:
-                    self.module.warn("the record is written, but its history could not be cut: %s" % e)
+                    result["record_removed"] = keep.write()
+                except _record.WriteError as e:
+                    self.failed(str(e), result)
+                if keep.warning:
+                    self.module.warn(keep.warning)
             claim.done(result["record_written"])
 
     def taking(self, action):

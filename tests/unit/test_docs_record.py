@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import cutover_group_record
-from ansible_collections.inferops.sglang.plugins.filter.metrics import cutover_metrics
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import record as _record
 from tests.tools.record_fields import ROOT, documented, undocumented
 
@@ -114,10 +113,10 @@ def _blocks(kind):
     return re.findall(r"```%s\n(.*?)```" % kind, (ROOT / "docs" / "record.md").read_text(), re.S)
 
 
-def test_the_example_is_a_whole_record_and_its_figures_are_the_filter_s():
+def test_the_example_is_a_whole_record_and_its_figures_are_the_writer_s():
     (text,) = _blocks("json")
     example, fields = json.loads(text), documented()["cutover"]
     assert undocumented(example, fields) == []
     assert sorted(top(fields) - set(example)) == ["group"]  # a rank of a multi-node server's alone
     assert example["steps"] and example["model_cache"]["warm"]  # a switch that stopped a server and warmed its model
-    assert _blocks("text") == [cutover_metrics(example)]
+    assert _blocks("text") == [_record.metrics(example)]

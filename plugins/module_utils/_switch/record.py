@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The record of a cutover or a rollback in the port's state folder: last.json, last.md (the same for people), and
-each run's own in history/, named after its time, the last HISTORY_KEEP (or as many as asked) kept. Written by
-sglang_switch once the service serves, or by cutover_record."""
+each run's own in history/, named after its time, the last HISTORY_KEEP (or as many as asked) kept; and the port's
+figures for node_exporter's textfile collector made from it (metrics, textfile). Keep is the one writer of them all:
+sglang_switch keeps the record through it once the service serves (or a later run, when the switch's own run was
+interrupted), cutover_record when the controller adds to it, and the textfile."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,6 +18,7 @@ import re
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
+from ansible_collections.inferops.sglang.plugins.module_utils._host import owner as _owner
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import File
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import KINDS, Actions, Kinds
 
@@ -88,6 +91,179 @@ def tidy(folder, keep):
     for path in removed:
         os.unlink(path)
     return removed
+
+
+class WriteError(Exception):
+    """A file of the record that could not be written: the path and why."""
+
+
+class Keep:
+    """Keeping the record of a run and the port's textfile, the one way either is written: a record (None: the switch
+    kept it already) written to folder (files()), and with metrics_dir its figures (from the record given, else from
+    last.json as the host holds it; restarts: sglang_discover's) for node_exporter's textfile collector (textfile()).
+    Everything is checked when made, before anything is written: ValueError naming the rule and the value."""
+
+    def __init__(self, folder, kind, record, history=HISTORY_KEEP, metrics_dir=None, restarts=None):
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise ValueError("the history keeps at least 1 record, not %r" % (history,))
+        if not isinstance(folder, str) or not os.path.isabs(folder):
+            raise ValueError("the record's folder must be an absolute path, not %r" % (folder,))
+        self.folder, self.history = folder, history
+        self.record = files(folder, kind, record) if record is not None else []
+        self.removed = cut(folder, history, self.record) if self.record else []
+        self.metrics = []
+        if metrics_dir:
+            last = record if record is not None else _last(folder)
+            if last is not None:  # no record yet (nothing was cut over; check mode before the first run): no file
+                self.metrics = [textfile(metrics_dir, last, restarts)]
+        self.files = self.record + self.metrics
+        self.written = [f.path for f in self.files if f.differs]
+        self.warning = None
+
+    def write(self):
+        """Each file that differs written (WriteError: the one that could not be, and why); then the history cut to
+        its newest records (one that could not be: self.warning; the record is kept). Returns the paths removed."""
+        for f in self.files:
+            if f.differs:
+                try:
+                    f.write()
+                except OSError as e:
+                    raise WriteError("could not write %s: %s" % (f.path, e))
+        if self.record:
+            try:
+                self.removed = tidy(self.folder, self.history)
+            except OSError as e:
+                self.removed, self.warning = [], "the record is written, but its history could not be cut to %d: %s" % (
+                    self.history, e)
+        return self.removed
+
+
+def _last(folder):
+    """The record last.json holds (a regular file, never read through a link), or None when there is none."""
+    path = os.path.join(folder, "last.json")
+    if not os.path.lexists(path):
+        return None
+    text, why = _owner.read_text(path)
+    if text is None:
+        raise ValueError("the record the figures are made from cannot be read: %s" % why)
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ValueError("the record the figures are made from, %s, is not JSON: %s" % (path, e))
+
+
+# The kind of run a record is of (its action) -> the mode label: how the port's server came to run as it does.
+MODES = {Actions.SWITCH: Actions.SWITCH, Actions.RESTART: Actions.SWITCH, Kinds.ADOPT: Kinds.ADOPT,
+         Actions.ROLLBACK: Actions.ROLLBACK}
+RESULTS = ("success", "rolled_back")
+HELP = (
+    ("info", "The server on the port as the last cutover, adoption or rollback left it (always 1)."),
+    ("last_cutover_timestamp_seconds", "When the last cutover, adoption or rollback of the port began."),
+    ("last_downtime_seconds", "How long the port did not serve in the last switch: stop to ready."),
+    ("last_load_seconds", "How long the server took to load the model in the last switch (part of the downtime)."),
+    ("last_result", "What the last run left serving the port: success (the service) or rolled_back."),
+)
+TEXTFILE = "inferops_sglang_%d.prom"  # the port's file in the textfile collector's folder
+
+
+def _escape(value):
+    """A label value in the text format (none: empty), its backslashes, double quotes and newlines escaped."""
+    text = "%s" % value if value is not None else ""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs):
+    return "{%s}" % ",".join('%s="%s"' % (k, _escape(v)) for k, v in pairs)
+
+
+def _number(record, key):
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("the record's %s must be a number of seconds, not %r" % (key, value))
+    return float(value)
+
+
+def _figures(record, action):
+    """downtime and load (None: not measured) of the record's run."""
+    if action == Kinds.ADOPT:  # in place: nothing stopped, nothing loaded
+        return 0.0, None
+    if action == Actions.ROLLBACK:
+        back, ready = _number(record, "rollback_downtime_sec"), _number(record, "ready_after_sec")
+        return (round(back + (ready or 0.0), 3) if back is not None else None), ready
+    return _number(record, "downtime_until_ready_sec"), _number(record, "load_sec")
+
+
+def _port(record):
+    """The record's port (1-65535); ValueError otherwise."""
+    port = record.get("port")
+    if isinstance(port, bool) or not str(port).isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("the record's port must be 1-65535, not %r" % (port,))
+    return int(port)
+
+
+def metrics(record, restarts=None):
+    """The port's figures in Prometheus's text format (version 0.0.4), for node_exporter's textfile collector, from
+    its record (last.json): one line per figure, labelled with the port; with restarts (sglang_discover's: the unit's
+    restarts by systemd, by reason, as its journal keeps them), inferops_sglang_restarts_total per reason. The same
+    text for the same record. ValueError for a record or restarts that are not such."""
+    if not isinstance(record, dict):
+        raise ValueError("the record must be a dict (last.json), not %r" % (record,))
+    action = record.get("action")
+    if action not in MODES:
+        raise ValueError("the record's action must be one of %s, not %r" % (", ".join(sorted(MODES)), action))
+    port = _port(record)
+    began_at = _number(record, "time")
+    if began_at is None:
+        raise ValueError("the record needs its time (seconds since the epoch), not %r" % (record.get("time"),))
+    downtime, load = _figures(record, action)
+    result = RESULTS[1] if action == Actions.ROLLBACK else RESULTS[0]
+    info = [("port", port), ("unit", record.get("unit")), ("version", record.get("sglang_version")),
+            ("model", record.get("model")), ("mode", MODES[action])]
+    series = {
+        "info": [(info, 1)],
+        "last_cutover_timestamp_seconds": [([("port", port)], began_at)],
+        "last_downtime_seconds": [([("port", port)], downtime)] if downtime is not None else [],
+        "last_load_seconds": [([("port", port)], load)] if load is not None else [],
+        "last_result": [([("port", port), ("result", r)], int(r == result)) for r in RESULTS],
+    }
+    lines = []
+    for name, text in HELP:
+        metric = "inferops_sglang_" + name
+        lines += ["# HELP %s %s" % (metric, text), "# TYPE %s gauge" % metric]
+        lines += ["%s%s %r" % (metric, _labels(labels), value) for labels, value in series[name]]
+    if restarts is not None:
+        reasons = restarts.get("reasons") if isinstance(restarts, dict) else None
+        if not isinstance(reasons, dict) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0
+                                                for n in reasons.values()):
+            raise ValueError("restarts must be sglang_discover's (reasons: {result: count}), not %r" % (restarts,))
+        metric = "inferops_sglang_restarts_total"
+        lines += ["# HELP %s Restarts of the port's unit by systemd, by the unit's result before each (watchdog: the "
+                  "liveness checker found it hung), as its journal keeps them." % metric, "# TYPE %s counter" % metric]
+        lines += ["%s%s %d" % (metric, _labels([("port", port), ("reason", r)]), n) for r, n in sorted(reasons.items())]
+    return "\n".join(lines) + "\n"
+
+
+def textfile(folder, record, restarts=None):
+    """The port's file in node_exporter's textfile collector folder (_files.File: <folder>/inferops_sglang_<port>.prom,
+    root's, 0644; written atomically). Root writes there only when no other user can change what the folder is:
+    it and every folder above it (and any link's target) root's and writable by root alone (_owner.distrust), the
+    folder there already. ValueError naming the rule and the folder otherwise."""
+    if not isinstance(folder, str) or not re.match(r"^(/[^/]+)+/?$", folder) or re.search(r"/\.\.?(/|$)", folder):
+        raise ValueError("cutover_metrics_dir must be an absolute path without . or .. parts, not %s; no metrics were "
+                         "written." % json.dumps(folder))
+    folder = folder.rstrip("/")
+    why = _owner.distrust(folder)
+    if why is None and not os.path.isdir(folder):
+        why = "it is not a folder"
+    if why:
+        raise ValueError("cutover_metrics_dir %s: %s: the folder and every folder above it (and any link's target) "
+                         "must be root's and writable by root alone; no metrics were written. Create it so (install -d "
+                         "-o root -g root -m 0755 %s), or point node_exporter's textfile collector at such a folder."
+                         % (folder, why, folder))
+    text = metrics(record, restarts)
+    return File(os.path.join(folder, TEXTFILE % _port(record)), text, 0o644, 0, 0)
 
 
 UNIT_KEYS = ("unit", "action", "files", "backups", "before", "serves", "changed")

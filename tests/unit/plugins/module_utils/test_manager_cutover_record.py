@@ -17,7 +17,7 @@ NAMES = ["last.json", "history/20261130T170834Z-rollback.json", "last.md"]
 class Module(FakeModule):
     """What the manager uses of AnsibleModule."""
 
-    defaults = dict(kind="rollback", record=ROLLBACK, history=20)
+    defaults = dict(kind="rollback", record=ROLLBACK, history=20, metrics_dir=None, restarts=None)
 
 
 def result_of(module):
@@ -101,3 +101,34 @@ def test_the_history_keeps_the_newest_records_and_takes_in_the_earlier_releases(
     again = result_of(Module(dir=str(folder), history=2))
     assert not again["changed"] and again["removed"] == []
     assert oct(history.stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the textfile's folder must be root's")
+def test_the_record_and_its_textfile_are_written_together_once_check_mode_writing_neither(tmp_path):
+    folder, metrics = tmp_path / "30000", tmp_path / "textfile"
+    metrics.mkdir(mode=0o755)
+    prom = str(metrics / "inferops_sglang_30000.prom")
+    look = result_of(Module(check_mode=True, dir=str(folder), metrics_dir=str(metrics)))
+    assert look["changed"] and look["written"] == [str(folder / n) for n in NAMES] + [prom] and look["metrics"] == [prom]
+    assert not folder.exists() and os.listdir(str(metrics)) == []
+    r = result_of(Module(dir=str(folder), metrics_dir=str(metrics)))
+    assert r["changed"] and r["written"] == look["written"]
+    assert "inferops_sglang_last_result{port=\"30000\",result=\"rolled_back\"} 1\n" in open(prom).read()
+    assert oct(os.stat(prom).st_mode & 0o7777) == "0o644" and os.stat(prom).st_uid == 0
+    again = result_of(Module(dir=str(folder), metrics_dir=str(metrics)))
+    assert not again["changed"] and again["written"] == []
+    figures = result_of(Module(dir=str(folder), record=None, metrics_dir=str(metrics)))
+    assert not figures["changed"] and figures["files"] == [] and figures["report"] is None
+
+
+def test_a_history_that_cannot_be_cut_is_a_warning_the_record_kept(tmp_path, monkeypatch):
+    """As the switch says it: the record is in place; an older one in history/ that could not go is not a failure."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._switch import record as _record
+
+    def refused(folder, keep):
+        raise OSError(13, "Permission denied")
+    monkeypatch.setattr(_record, "tidy", refused)
+    module = Module(dir=str(tmp_path / "30000"))
+    r = result_of(module)
+    assert r["changed"] and r["removed"] == [] and (tmp_path / "30000" / "last.json").exists()
+    assert module.warnings == ["the record is written, but its history could not be cut to 20: [Errno 13] Permission denied"]
