@@ -97,8 +97,13 @@ def backup(port_dir, path):
 
 def records(record_dir, kind, stamp):
     """The record's files: last.json, history/STAMP-KIND.json (the run's own) and last.md."""
-    return [os.path.join(record_dir, "last.json"), os.path.join(history(record_dir), "%s-%s.json" % (stamp, kind)),
+    return [last(record_dir), os.path.join(history(record_dir), "%s-%s.json" % (stamp, kind)),
             os.path.join(record_dir, "last.md")]
+
+
+def last(record_dir):
+    """The last record, as data (last.json)."""
+    return os.path.join(record_dir, "last.json")
 
 
 def history(record_dir):

@@ -140,7 +140,7 @@ class Keep:
 
 def _last(folder):
     """The record last.json holds (a regular file, never read through a link), or None when there is none."""
-    path = os.path.join(folder, "last.json")
+    path = _state_dir.last(folder)
     if not os.path.lexists(path):
         return None
     text, why = _owner.read_text(path)
@@ -209,7 +209,7 @@ def metrics(record, restarts=None):
     restarts by systemd, by reason, as its journal keeps them), inferops_sglang_restarts_total per reason. The same
     text for the same record. ValueError for a record or restarts that are not such."""
     if not isinstance(record, dict):
-        raise ValueError("the record must be a dict (last.json), not %r" % (record,))
+        raise ValueError("the record must be a dict (the last record), not %r" % (record,))
     action = record.get("action")
     if action not in MODES:
         raise ValueError("the record's action must be one of %s, not %r" % (", ".join(sorted(MODES)), action))

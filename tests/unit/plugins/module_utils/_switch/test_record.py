@@ -182,7 +182,7 @@ def test_the_units_restarts_by_reason_are_a_counter():
 
 
 @pytest.mark.parametrize("record, restarts, says", [
-    ([], None, "the record must be a dict (last.json), not []"),
+    ([], None, "the record must be a dict (the last record), not []"),
     (dict(SWITCH, action="join"), None, "the record's action must be one of adopt, restart, rollback, switch, not 'join'"),
     (dict(SWITCH, port=0), None, "the record's port must be 1-65535, not 0"),
     (dict(SWITCH, port=True), None, "the record's port must be 1-65535, not True"),
