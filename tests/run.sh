@@ -10,8 +10,13 @@ stage_setup() {
   bash tests/setup.sh && source tests/testbed/env.sh
 }
 stage_unit() {
-  # four at once: they mostly wait on processes and sockets; the slowest last, where the stage log's tail shows them
-  pytest -q -p no:cacheprovider -n 4 --durations=20 tests/unit tests/sglang_double/tests tests/conformance
+  # Four at once: they mostly wait on processes and sockets. Then, one at a time, those that time what a server's
+  # processes do to a fraction of a second and what a busy scheduler burns: the double's own, and the readiness
+  # gate's watchdog against it. The slowest of each last, where the stage log's tail shows them.
+  local rc=0 timed=(tests/sglang_double/tests tests/unit/roles/systemd_unit/test_inferops_sglang_ready.py)
+  pytest -q -p no:cacheprovider -n 4 --durations=15 "${timed[@]/#/--ignore=}" tests/unit tests/conformance || rc=1
+  pytest -q -p no:cacheprovider --durations=5 "${timed[@]}" || rc=1
+  return $rc
 }
 stage_lint() {
   # ansible-lint installs the collection into ~/.ansible/collections and keeps it while the version
