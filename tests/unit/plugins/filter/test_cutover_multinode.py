@@ -53,7 +53,7 @@ MEMBERS = [member("a", 0), member("b", 1)]
 def test_what_failed_on_the_ranks():
     assert group_failures([{"changed": True}, {"changed": False}], MEMBERS) == []
     assert group_failures([{"failed": True, "msg": "preflight failed, nothing was touched: x"},
-                                   {"skipped": True}], MEMBERS) == [
+                          {"skipped": True}], MEMBERS) == [
         "a (rank 0): preflight failed, nothing was touched: x", "b (rank 1): did not run it"]
     assert group_failures([None, {}], MEMBERS) == ["a (rank 0): did not run it", "b (rank 1): did not run it"]
 
