@@ -7,7 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_input_problems.yml and cutover_servers.yml beside this file.
+# Documented in cutover_inputs.yml beside this file: the inputs stage's filter (cutover_inputs); the functions it
+# calls are plain functions, tested each on its own.
 
 import json
 import re
@@ -89,18 +90,18 @@ def _list_problems(name, value):
             for i, v in enumerate(value) if not isinstance(v, str)]
 
 
-def cutover_input_problems(inputs):
+def input_problems(inputs):
     """Each rule the cutover role's inputs break, one line each, naming the variable, the rule and the value; empty
-    when every input is good."""
+    when every input is good. Only the inputs given are looked at."""
     out = []
     blank = [n for n in NAMES if n in inputs and inputs[n] in (None, "")]
     blank += [n for n in STRINGS if n in inputs and inputs[n] is None]
     for name in blank:
         out.append('%s is blank ("" or null): give a value, or leave the variable out for its default' % name)
-    problem = port_problem("cutover_port", inputs.get("cutover_port"))
+    problem = port_problem("cutover_port", inputs["cutover_port"]) if "cutover_port" in inputs else None
     if problem:
         out.append(problem)
-    if "cutover_unit_name" not in blank:
+    if "cutover_unit_name" in inputs and "cutover_unit_name" not in blank:
         problem = unit_name_problem("cutover_unit_name", inputs.get("cutover_unit_name"))
         if problem:
             out.append(problem)
@@ -136,11 +137,11 @@ def cutover_input_problems(inputs):
     return out
 
 
-def cutover_servers(ports):
+def servers_of(ports):
     """cutover_ports as the playbooks loop over it: one dict an entry ({port} for an int), each with every key of
     SERVER_KEYS it gives, the port as an int; and the problems: an entry that is neither, a bad key, a port that is
     no number, a bad unit name, and two entries with the same port or the same unit name (each naming the entries).
-    The port's range is the role's check (cutover_input_problems), for every entry."""
+    The port's range is the role's check (input_problems), for every entry."""
     servers, problems = [], []
     for i, entry in enumerate(ports or []):
         where = "cutover_ports[%d]" % i
@@ -177,6 +178,52 @@ def cutover_servers(ports):
     return {"servers": [server for where, server in servers], "problems": problems}
 
 
+def group_input_problems(group, host, groups, batch, entry_points):
+    """What is wrong with cutover_multinode_group on this host, before anything is looked at: the inventory group must
+    exist, hold this host and at least another, and every host of it must be in this batch of the play (serial must
+    not split a server's ranks); a multi-node server is one port (cutover_ports is not for it) and is switched, never
+    adopted in place. entry_points: {cutover_mode, cutover_ports} as given."""
+    if not group:
+        return []
+    if not isinstance(group, str):
+        return ["cutover_multinode_group %s: the name of an inventory group" % json.dumps(group)]
+    out = []
+    members = (groups or {}).get(group)
+    if members is None:
+        return ["cutover_multinode_group %r: no such inventory group (the group of the hosts that run the ranks of "
+                "one multi-node server)" % group]
+    if host not in members:
+        out.append("cutover_multinode_group %r: %s is not in that inventory group" % (group, host))
+    if len(members) < 2:
+        out.append("cutover_multinode_group %r: the group holds %d host; a multi-node server runs on two or more"
+                   % (group, len(members)))
+    missing = [h for h in members if h not in (batch or [])]
+    if missing:
+        out.append("cutover_multinode_group %r: %s not in this run's batch (--limit, cutover_hosts or cutover_serial "
+                   "left them out): every rank's host is switched at once" % (group, ", ".join(missing) + (
+                       " is" if len(missing) == 1 else " are")))
+    if entry_points.get("cutover_mode") not in (None, "switch"):
+        out.append("cutover_multinode_group %r with cutover_mode %s: a multi-node server is switched, rank by rank, "
+                   "never adopted in place" % (group, entry_points.get("cutover_mode")))
+    if entry_points.get("cutover_ports"):
+        out.append("cutover_multinode_group %r with cutover_ports: a multi-node server is one port, cutover_port"
+                   % group)
+    return out
+
+
+def cutover_inputs(inputs, host=None, groups=None, batch=None):
+    """The inputs stage, one mapping: `problems`, each rule the inputs given ({variable: value}) break, those of
+    cutover_multinode_group with them (host: this host; groups: the inventory's; batch: ansible_play_batch); and
+    cutover_ports as the playbooks loop over it - `servers`, and `server_problems`, what is wrong with its entries (the
+    playbooks' check: the role reads cutover_ports only for the group's rule)."""
+    inputs = inputs or {}
+    servers = servers_of(inputs.get("cutover_ports"))
+    problems = input_problems(inputs) + group_input_problems(
+        inputs.get("cutover_multinode_group"), host, groups, batch,
+        {"cutover_mode": inputs.get("cutover_mode"), "cutover_ports": inputs.get("cutover_ports")})
+    return {"problems": problems, "servers": servers["servers"], "server_problems": servers["problems"]}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cutover_input_problems": cutover_input_problems, "cutover_servers": cutover_servers}
+        return {"cutover_inputs": cutover_inputs}

@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_rank.yml, cutover_group_inputs.yml, cutover_group_problems.yml, cutover_group_failures.yml,
-# cutover_group_units.yml and cutover_group_record.yml beside this file.
+# Documented in cutover_rank.yml and cutover_group.yml beside this file: a host's rank, and the group stage's filter
+# (cutover_group); the functions it calls are plain functions, tested each on its own.
 
 import hashlib
 import json
@@ -42,40 +42,7 @@ def _without_rank(argv):
     return out
 
 
-def cutover_group_inputs(group, host, groups, batch, entry_points):
-    """What is wrong with cutover_multinode_group on this host, before anything is looked at: the inventory group must
-    exist, hold this host and at least another, and every host of it must be in this batch of the play (serial must
-    not split a server's ranks); a multi-node server is one port (cutover_ports is not for it) and is switched, never
-    adopted in place. entry_points: {cutover_mode, cutover_ports} as given."""
-    if not group:
-        return []
-    if not isinstance(group, str):
-        return ["cutover_multinode_group %s: the name of an inventory group" % json.dumps(group)]
-    out = []
-    members = (groups or {}).get(group)
-    if members is None:
-        return ["cutover_multinode_group %r: no such inventory group (the group of the hosts that run the ranks of "
-                "one multi-node server)" % group]
-    if host not in members:
-        out.append("cutover_multinode_group %r: %s is not in that inventory group" % (group, host))
-    if len(members) < 2:
-        out.append("cutover_multinode_group %r: the group holds %d host; a multi-node server runs on two or more"
-                   % (group, len(members)))
-    missing = [h for h in members if h not in (batch or [])]
-    if missing:
-        out.append("cutover_multinode_group %r: %s not in this run's batch (--limit, cutover_hosts or cutover_serial "
-                   "left them out): every rank's host is switched at once" % (group, ", ".join(missing) + (
-                       " is" if len(missing) == 1 else " are")))
-    if entry_points.get("cutover_mode") not in (None, "switch"):
-        out.append("cutover_multinode_group %r with cutover_mode %s: a multi-node server is switched, rank by rank, "
-                   "never adopted in place" % (group, entry_points.get("cutover_mode")))
-    if entry_points.get("cutover_ports"):
-        out.append("cutover_multinode_group %r with cutover_ports: a multi-node server is one port, cutover_port"
-                   % group)
-    return out
-
-
-def cutover_group_problems(members, hosts, group):
+def group_problems(members, hosts, group):
     """Why the ranks of the multi-node server of `group` are not one whole server, one line each; empty when they are.
     members: one a host of `hosts` (the group's), in order - {host, rank} (rank: cutover_rank of the command its unit
     will run, None for a server on one host), or None where the host has no plan. Every rank 0..N-1 once, N the
@@ -114,7 +81,7 @@ def cutover_group_problems(members, hosts, group):
     return out
 
 
-def cutover_group_failures(results, members):
+def group_failures(results, members):
     """What failed on the ranks of a group at one step, one line a rank: results one a rank's host, in the order of
     members ({host, rank}), each the step's registered result there (None: the host never ran it)."""
     out = []
@@ -127,7 +94,7 @@ def cutover_group_failures(results, members):
     return out
 
 
-def cutover_group_units(results, members):
+def group_units(results, members):
     """The ranks >= 1 whose unit does not run once rank 0 served, one line each: results one a rank, in the order of
     members, each `systemctl show UNIT --property=ActiveState,SubState,NRestarts,MainPID`'s registered result (rank 0's
     is not asked: its wait said)."""
@@ -146,7 +113,7 @@ def cutover_group_units(results, members):
     return out
 
 
-def cutover_group_record(stops, members, group, rank):
+def group_record(stops, members, group, rank):
     """What a rank's record keeps of its group: the group's name, its size and this host's rank, every rank's host,
     the host of rank 0, each rank's stop (its steps, or why it failed) and when rank 0's stop began (the group's
     downtime counts from it). stops: one a rank, in the order of members, its stop's registered result."""
@@ -162,8 +129,31 @@ def cutover_group_record(stops, members, group, rank):
     return dict(name=group, nnodes=len(members), rank=rank, leader=leader, ranks=ranks, stop_began_at=began)
 
 
+def cutover_group(members, group, rank=None, hosts=None, preflight=None, stop=None, start=None, unit=None):
+    """The group stage of a multi-node server, one mapping, with the keys of what is given. members: one a host of the
+    group, in order, {host, rank}; each step's results one a rank, in the order of members, each the step's registered
+    result there (None: the host never ran it).
+    hosts (the group's, at the plan: a member may be None there): `problems`, why the ranks are not one whole server;
+    preflight: `refused`, what failed at each rank's preflight;
+    stop: `stop_failures`, where the stop failed; `stop_began`, whether a stop's worker ran on some rank (the server may
+    be down); and, with rank (this host's), `record`, what this rank's record keeps of the group;
+    start and unit (each rank's `systemctl show` of its unit): `failures`, what failed at the start, and the ranks >= 1
+    whose unit does not run."""
+    out = {}
+    if hosts is not None:
+        out["problems"] = group_problems(members, hosts, group)
+    if preflight is not None:
+        out["refused"] = group_failures(preflight, members)
+    if stop is not None:
+        out["stop_failures"] = group_failures(stop, members)
+        out["stop_began"] = any(isinstance(r, dict) and "outcome" in r for r in stop)
+        if rank is not None:
+            out["record"] = group_record(stop, members, group, rank)
+    if start is not None or unit is not None:
+        out["failures"] = group_failures(start or [], members) + group_units(unit or [], members)
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cutover_rank": cutover_rank, "cutover_group_inputs": cutover_group_inputs,
-                "cutover_group_problems": cutover_group_problems, "cutover_group_failures": cutover_group_failures,
-                "cutover_group_units": cutover_group_units, "cutover_group_record": cutover_group_record}
+        return {"cutover_rank": cutover_rank, "cutover_group": cutover_group}

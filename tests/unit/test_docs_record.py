@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import cutover_group_record
+from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import group_record
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import record as _record
 from tests.tools.record_fields import ROOT, documented, undocumented
 
@@ -60,11 +60,11 @@ def test_the_reference_has_a_table_for_each_kind_of_record():
 
 def group_keys():
     """The fields a multi-node server's group adds to each rank's record (group/switch.yml), and those of a rank."""
-    rec = cutover_group_record([{"msg": "m", "outcome": {"seconds": 1.0, "stop_began_at": 1.0}}],
-                               [{"host": "a", "rank": {"node_rank": 0}}], "kimi", 0)
+    rec = group_record([{"msg": "m", "outcome": {"seconds": 1.0, "stop_began_at": 1.0}}],
+                       [{"host": "a", "rank": {"node_rank": 0}}], "kimi", 0)
     block = [t for t in yaml.safe_load((TASKS / "group" / "switch.yml").read_text()) if "block" in t][-1]["block"]
     task = next(t for t in block if "inferops.sglang.sglang_switch" in t)
-    assert "combine({'group': _cutover_group_record," in task["inferops.sglang.sglang_switch"]["record"]["data"]
+    assert "combine({'group': _cutover_group_stopped.record," in task["inferops.sglang.sglang_switch"]["record"]["data"]
     return set(rec), set(rec["ranks"][0])
 
 

@@ -1,10 +1,10 @@
-"""The filters of a multi-node server's group (plugins/filter/cutover_multinode.py): a host's rank, the group's inputs,
-whether its ranks make one server, what failed on its ranks, and the group's part of each rank's record."""
+"""A multi-node server's group (plugins/filter/cutover_multinode.py): a host's rank, whether its ranks make one server,
+what failed on its ranks, the group's part of each rank's record, and the one mapping the group stage's filter gives
+of them. (The group's inputs: test_cutover_inputs.py.)"""
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import (
-    cutover_group_failures, cutover_group_inputs, cutover_group_problems, cutover_group_record, cutover_group_units,
-    cutover_rank)
+    cutover_group, cutover_rank, group_failures, group_problems, group_record, group_units)
 
 ARGS = ["-m", "sglang.launch_server", "--model-path", "/m", "--tp", "16", "--nnodes", "2", "--dist-init-addr",
         "10.0.0.1:20000", "--port", "30000"]
@@ -28,28 +28,6 @@ def test_a_rank_and_the_digest_of_its_command_apart_from_the_rank_and_the_interp
     assert cutover_rank(["/p", "-m", "sglang.launch_server", "--tp", "8"]) is None
 
 
-GROUPS = {"all": ["a", "b", "c"], "kimi": ["a", "b"], "solo": ["a"]}
-
-
-@pytest.mark.parametrize("group, host, batch, given, says", [
-    ("kimi", "a", ["a", "b", "c"], {"cutover_mode": "switch", "cutover_ports": []}, []),
-    ("", "a", ["a"], {"cutover_mode": "adopt", "cutover_ports": [30000]}, []),
-    ("k", "a", ["a"], {}, ["cutover_multinode_group 'k': no such inventory group"]),
-    ("kimi", "c", ["a", "b", "c"], {}, ["cutover_multinode_group 'kimi': c is not in that inventory group"]),
-    ("solo", "a", ["a"], {}, ["cutover_multinode_group 'solo': the group holds 1 host; a multi-node server runs on two"]),
-    ("kimi", "a", ["a", "c"], {}, ["cutover_multinode_group 'kimi': b is not in this run's batch (--limit, "
-                                   "cutover_hosts or cutover_serial left them out): every rank's host is switched at once"]),
-    ("kimi", "a", ["a", "b"], {"cutover_mode": "adopt"},
-     ["cutover_multinode_group 'kimi' with cutover_mode adopt: a multi-node server is switched, rank by rank, never"]),
-    ("kimi", "a", ["a", "b"], {"cutover_ports": [30000, 30001]},
-     ["cutover_multinode_group 'kimi' with cutover_ports: a multi-node server is one port, cutover_port"]),
-    (["kimi"], "a", ["a"], {}, ['cutover_multinode_group ["kimi"]: the name of an inventory group']),
-])
-def test_the_group_s_inputs(group, host, batch, given, says):
-    got = cutover_group_inputs(group, host, GROUPS, batch, given)
-    assert len(got) == len(says) and all(g.startswith(s) for g, s in zip(got, says)), got
-
-
 @pytest.mark.parametrize("members, says", [
     ([member("a", 0), member("b", 1)], []),
     ([member("a", 0), None], ["b: no plan (its discovery or its plan failed, or it is not in this run)",
@@ -65,7 +43,7 @@ def test_the_group_s_inputs(group, host, batch, given, says):
 ])
 def test_the_ranks_make_one_server_or_each_problem_is_named(members, says):
     hosts = ["a", "b", "c"][:len(members)]
-    got = cutover_group_problems(members, hosts, "kimi")
+    got = group_problems(members, hosts, "kimi")
     assert len(got) == len(says) and all(g.startswith(s) for g, s in zip(got, says)), got
 
 
@@ -73,11 +51,11 @@ MEMBERS = [member("a", 0), member("b", 1)]
 
 
 def test_what_failed_on_the_ranks():
-    assert cutover_group_failures([{"changed": True}, {"changed": False}], MEMBERS) == []
-    assert cutover_group_failures([{"failed": True, "msg": "preflight failed, nothing was touched: x"},
-                                   {"skipped": True}], MEMBERS) == [
+    assert group_failures([{"changed": True}, {"changed": False}], MEMBERS) == []
+    assert group_failures([{"failed": True, "msg": "preflight failed, nothing was touched: x"},
+                          {"skipped": True}], MEMBERS) == [
         "a (rank 0): preflight failed, nothing was touched: x", "b (rank 1): did not run it"]
-    assert cutover_group_failures([None, {}], MEMBERS) == ["a (rank 0): did not run it", "b (rank 1): did not run it"]
+    assert group_failures([None, {}], MEMBERS) == ["a (rank 0): did not run it", "b (rank 1): did not run it"]
 
 
 def show(**props):
@@ -85,17 +63,33 @@ def show(**props):
 
 
 def test_every_other_rank_s_unit_runs_never_restarted():
-    assert cutover_group_units([None, show(ActiveState="active", SubState="running", NRestarts=0)], MEMBERS) == []
-    assert cutover_group_units([None, show(ActiveState="activating", SubState="auto-restart", NRestarts=1)], MEMBERS) \
+    assert group_units([None, show(ActiveState="active", SubState="running", NRestarts=0)], MEMBERS) == []
+    assert group_units([None, show(ActiveState="activating", SubState="auto-restart", NRestarts=1)], MEMBERS) \
         == ["b (rank 1): its unit is activating (auto-restart), restarted 1 times"]
-    assert cutover_group_units([show(ActiveState="failed"), {"skipped": True}], MEMBERS) == [
+    assert group_units([show(ActiveState="failed"), {"skipped": True}], MEMBERS) == [
         "b (rank 1): its unit was not looked at"], "rank 0 is not asked: its wait said"
 
 
 def test_the_group_s_part_of_a_rank_s_record():
     stops = [{"msg": "stop: stop server 0.4 s", "outcome": {"seconds": 0.6, "stop_began_at": 1796400000.5}},
              {"msg": "nothing to switch", "changed": True}]
-    assert cutover_group_record(stops, MEMBERS, "kimi", 1) == {
+    assert group_record(stops, MEMBERS, "kimi", 1) == {
         "name": "kimi", "nnodes": 2, "rank": 1, "leader": "a", "stop_began_at": 1796400000.5,
         "ranks": [{"host": "a", "rank": 0, "stop": "stop: stop server 0.4 s", "seconds": 0.6},
                   {"host": "b", "rank": 1, "stop": "nothing to switch", "seconds": None}]}
+
+
+def test_the_group_stage_s_mapping_has_the_keys_of_the_steps_given():
+    stops = [{"msg": "m", "outcome": {"seconds": 0.6, "stop_began_at": 1.5}}, {"failed": True, "msg": "no"}]
+    assert cutover_group([member("a", 0), None], "kimi", hosts=["a", "b"]) == {
+        "problems": group_problems([member("a", 0), None], ["a", "b"], "kimi")}
+    assert cutover_group(MEMBERS, "kimi", preflight=[None, {}]) == {
+        "refused": ["a (rank 0): did not run it", "b (rank 1): did not run it"]}
+    assert cutover_group(MEMBERS, "kimi", 0, stop=stops) == {
+        "stop_failures": ["b (rank 1): no"], "stop_began": True, "record": group_record(stops, MEMBERS, "kimi", 0)}
+    assert cutover_group(MEMBERS, "kimi", stop=[{"failed": True, "msg": "refused"}, None]) == {
+        "stop_failures": ["a (rank 0): refused", "b (rank 1): did not run it"], "stop_began": False}
+    assert cutover_group(MEMBERS, "kimi", start=[{"changed": True}, {"failed": True, "msg": "x"}],
+                         unit=[None, show(ActiveState="failed", SubState="failed", NRestarts=0)]) == {
+        "failures": ["b (rank 1): x", "b (rank 1): its unit is failed (failed), restarted 0 times"]}
+    assert cutover_group(MEMBERS, "kimi") == {}
