@@ -1,6 +1,7 @@
 """The test bed: a real systemd, and the SGLang double's tree and start-up phases inside it."""
 import json
 import shlex
+import time
 
 # Runs inside the container: polls the port and the endpoints every 0.1 s until /health is 200,
 # and prints what it saw, phase by phase.
@@ -44,8 +45,16 @@ def test_double_tree_like_the_real_server(host):
     assert len(main) == 1, [p.args for p in mains]
     main = main[0]
     assert main.args.startswith("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/tiny-llama --tp 2")
-    kids = {p.args: p for p in host.process.filter(ppid=main.pid)}
-    for title in ("sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"):
+    titles = ("sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer")
+    # a spawned child carries multiprocessing's command line until it titles itself, as the real server's do: the
+    # tree is looked at once its children have started (the server is still loading: its port opens 20 s after launch)
+    deadline = time.monotonic() + 15
+    while True:
+        kids = {p.args: p for p in host.process.filter(ppid=main.pid)}
+        if all(t in kids for t in titles) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for title in titles:
         assert title in kids, sorted(kids)
         assert kids[title].pgid == main.pgid
         assert host.file("/proc/%d/comm" % kids[title].pid).content_string.strip() == title[:15]
