@@ -7,11 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_adopt.yml, cutover_changes.yml and redact_argv.yml beside this file.
+# Documented in cutover_plan.yml and redact_argv.yml beside this file: the plan stage's filter (cutover_plan), and the
+# masking of a command's secrets; the functions cutover_plan calls are plain functions, tested each on its own.
 
 import os
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import rank_of
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 
 # What a login shell adds that says nothing about the server; systemd sets HOME, USER, LOGNAME and SHELL itself.
@@ -32,7 +34,7 @@ def _strings(value, what):
     return list(value)
 
 
-def cutover_adopt(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group=""):
+def adopt(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group=""):
     """What the unit runs: the captured command (argv[0] resolved as the shell did), environment without shell
     noise, cwd and user; each part overridden by what the user gives."""
     capture = capture or {}
@@ -67,7 +69,7 @@ def cutover_adopt(capture, command=None, extra_args=None, environment=None, work
     }
 
 
-def cutover_changes(capture, adopted, flags=None):
+def changes(capture, adopted, flags=None):
     """Lines saying how what runs now differs from what the unit will run, secrets masked."""
     capture = capture or {}
     now_argv = list(capture.get("argv") or [])
@@ -113,6 +115,17 @@ def redact_argv(argv, flags=None):
     return Redactor(flags=flags or ()).argv(_strings(argv, "the command"))
 
 
+def cutover_plan(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group="",
+                 now=None, multinode=False):
+    """The plan stage, one mapping: what the unit runs (adopt's keys: the capture, each part overridden by what the
+    user gives); `changes`, how what runs now (now; the capture when not given) differs from it, secrets masked; and
+    `rank`, this host's rank of a multi-node server read from that command, its secrets masked first (with
+    multinode; else None)."""
+    unit = adopt(capture, command, extra_args, environment, working_directory, user, group)
+    return dict(unit, changes=changes(capture if now is None else now, unit),
+                rank=rank_of(redact_argv(unit["command"])) if multinode else None)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cutover_adopt": cutover_adopt, "cutover_changes": cutover_changes, "redact_argv": redact_argv}
+        return {"cutover_plan": cutover_plan, "redact_argv": redact_argv}

@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_rank.yml and cutover_group.yml beside this file: a host's rank, and the group stage's filter
-# (cutover_group); the functions it calls are plain functions, tested each on its own.
+# Documented in cutover_group.yml beside this file: the group stage's filter (cutover_group); the functions it calls
+# are plain functions, tested each on its own, and a host's rank (rank_of), which the plan stage's filter gives.
 
 import hashlib
 import json
@@ -17,7 +17,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import syste
 from ansible_collections.inferops.sglang.plugins.module_utils._server import multinode as _multinode
 
 
-def cutover_rank(argv):
+def rank_of(argv):
     """This host's place in a multi-node server, from the command its unit runs: {nnodes, node_rank, dist_init_addr,
     role, same} - same: a digest of the server's arguments (argv less its interpreter, each host's own venv) without
     --node-rank, equal on every rank of one server (its secrets masked first by the caller) -, or None for a server
@@ -44,7 +44,7 @@ def _without_rank(argv):
 
 def group_problems(members, hosts, group):
     """Why the ranks of the multi-node server of `group` are not one whole server, one line each; empty when they are.
-    members: one a host of `hosts` (the group's), in order - {host, rank} (rank: cutover_rank of the command its unit
+    members: one a host of `hosts` (the group's), in order - {host, rank} (rank: rank_of(argv) of the command its unit
     will run, None for a server on one host), or None where the host has no plan. Every rank 0..N-1 once, N the
     group's size and every rank's --nnodes, and the same command on every rank apart from --node-rank."""
     out, ranks = [], []
@@ -156,4 +156,4 @@ def cutover_group(members, group, rank=None, hosts=None, preflight=None, stop=No
 
 class FilterModule(object):
     def filters(self):
-        return {"cutover_rank": cutover_rank, "cutover_group": cutover_group}
+        return {"cutover_group": cutover_group}

@@ -7,10 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documented in cutover_plan_lines.yml, cutover_bench_gate.yml and cutover_summary.yml beside this file.
+# Documented in cutover_report.yml beside this file: the report stage's filter (cutover_report), what the role says;
+# the functions it calls are plain functions, tested each on its own.
 
 
-def cutover_plan_lines(checks, release_strays=False):
+def plan_lines(checks, release_strays=False):
     """The plan, as the preflight's checks found it (sglang_switch's result, its own or a separate look's)."""
     preflight = checks.get("preflight") or {}
     units = checks.get("units") or []
@@ -27,7 +28,7 @@ def cutover_plan_lines(checks, release_strays=False):
     return lines
 
 
-def cutover_bench_gate(baseline, service, max_slowdown_pct):
+def bench_gate(baseline, service, max_slowdown_pct):
     """The throughput gate: per concurrency, the baseline's and the service's output throughput and the change; the
     rows slower than allowed; and the sentence that says so."""
     table = []
@@ -44,7 +45,7 @@ def cutover_bench_gate(baseline, service, max_slowdown_pct):
     return {"table": table, "slower": slower, "says": says}
 
 
-def cutover_summary(done, recorded_report=None):
+def summary(done, recorded_report=None):
     """The record stage's lines: the plan (when no preflight said it) and the report of the record kept (by the
     record stage, else by the switch's call); else what the mode says (nothing switched, check mode, adopted)."""
     report = recorded_report or done.get("report")
@@ -53,7 +54,24 @@ def cutover_summary(done, recorded_report=None):
     return [done["says"]]
 
 
+def cutover_report(given, release_strays=False, max_slowdown_pct=0):
+    """The report stage, what the role says, one mapping with the keys of what is given ({part: value}):
+    checks (sglang_switch's result, its own or a separate look's): `plan`, its lines (release_strays: whether the
+    strays are released);
+    baseline and service (each bench_result): `gate`, the throughput gate (max_slowdown_pct: the slowdown allowed);
+    done (what the mode's tasks left the record stage) and recorded (the report of the record the record stage kept,
+    or None): `summary`, the lines the role says last."""
+    given = given or {}
+    out = {}
+    if "checks" in given:
+        out["plan"] = plan_lines(given["checks"], release_strays)
+    if "baseline" in given or "service" in given:
+        out["gate"] = bench_gate(given.get("baseline") or {}, given.get("service") or {}, max_slowdown_pct)
+    if "done" in given:
+        out["summary"] = summary(given["done"], given.get("recorded"))
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cutover_plan_lines": cutover_plan_lines, "cutover_bench_gate": cutover_bench_gate,
-                "cutover_summary": cutover_summary}
+        return {"cutover_report": cutover_report}

@@ -133,5 +133,5 @@ def test_entries_are_restructuredtext_without_ansible_markup():
 
 def test_the_checks_find_what_they_look_for():
     assert RAW.search("a C(status) entry point") and not RAW.search(re.sub(r"``.*?``", "", "no raw ``M()``"))
-    assert removed_after("cutover_durations", "0.1.0") and not removed_after("cutover_adopt", "0.1.0")
+    assert removed_after("cutover_durations", "0.1.0") and not removed_after("argv_option", "0.1.0")
     assert after("0.2.0", "0.1.0") and after(NEXT, "0.1.0") and not after("0.1.0", NEXT) and not after(NEXT, NEXT)

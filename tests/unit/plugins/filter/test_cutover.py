@@ -1,8 +1,9 @@
-"""What the unit runs, adopted from a capture; how it differs from what runs, secrets masked."""
+"""The plan stage (plugins/filter/cutover.py): what the unit runs, adopted from a capture; how it differs from what
+runs, secrets masked; this host's rank; and the one mapping the plan stage's filter gives of them."""
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.inferops.sglang.plugins.filter.cutover import cutover_adopt, cutover_changes
+from ansible_collections.inferops.sglang.plugins.filter.cutover import adopt, changes, cutover_plan
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import MASK
 
 KEY = "sk-secret-123"
@@ -20,7 +21,7 @@ CAPTURE = {
 
 
 def test_adopts_the_capture_with_argv0_resolved_and_no_shell_noise():
-    plan = cutover_adopt(CAPTURE)
+    plan = adopt(CAPTURE)
     assert plan["source"] == "capture"
     assert plan["command"] == ["/opt/sglang/venv/bin/python"] + CAPTURE["argv"][1:]
     assert plan["environment"] == {"PATH": "/opt/sglang/venv/bin:/usr/bin", "VIRTUAL_ENV": "/opt/sglang/venv",
@@ -31,8 +32,8 @@ def test_adopts_the_capture_with_argv0_resolved_and_no_shell_noise():
 
 
 def test_overrides_win():
-    plan = cutover_adopt(CAPTURE, ["/srv/venv/bin/python3", "-m", "sglang.launch_server"], ["--tp", "8"],
-                         {"NCCL_DEBUG": "INFO", "PWD": "/keep"}, "/srv", "sglang", "gpu")
+    plan = adopt(CAPTURE, ["/srv/venv/bin/python3", "-m", "sglang.launch_server"], ["--tp", "8"],
+                 {"NCCL_DEBUG": "INFO", "PWD": "/keep"}, "/srv", "sglang", "gpu")
     assert plan["source"] == "variables"
     assert plan["command"] == ["/srv/venv/bin/python3", "-m", "sglang.launch_server", "--tp", "8"]
     assert plan["environment"]["NCCL_DEBUG"] == "INFO" and plan["environment"]["PWD"] == "/keep"
@@ -41,18 +42,18 @@ def test_overrides_win():
 
 
 def test_falls_back_to_exe_and_refuses_nothing_to_adopt():
-    assert cutover_adopt(dict(CAPTURE, argv0_resolved=None))["command"][0] == "/usr/bin/python3.11"
+    assert adopt(dict(CAPTURE, argv0_resolved=None))["command"][0] == "/usr/bin/python3.11"
     with pytest.raises(AnsibleFilterError, match="no capture and no cutover_command"):
-        cutover_adopt({})
+        adopt({})
     with pytest.raises(AnsibleFilterError, match="list of strings"):
-        cutover_adopt(CAPTURE, ["/bin/x", 1])
+        adopt(CAPTURE, ["/bin/x", 1])
     with pytest.raises(AnsibleFilterError, match="names to strings"):
-        cutover_adopt(CAPTURE, environment={"N": 1})
+        adopt(CAPTURE, environment={"N": 1})
 
 
 def test_changes_name_each_difference_and_never_a_secret():
-    plan = cutover_adopt(CAPTURE, extra_args=["--enable-metrics"], environment={"NCCL_DEBUG": "INFO", "NEW_TOKEN": "t0k"})
-    lines = cutover_changes(CAPTURE, plan)
+    plan = adopt(CAPTURE, extra_args=["--enable-metrics"], environment={"NCCL_DEBUG": "INFO", "NEW_TOKEN": "t0k"})
+    lines = changes(CAPTURE, plan)
     text = "\n".join(lines)
     assert lines[0] == "argv[0]: python -> /opt/sglang/venv/bin/python (as the shell resolved it on the captured PATH)"
     assert "arguments the unit: -m sglang.launch_server --port 30000 --api-key ******** --enable-metrics" in lines
@@ -65,8 +66,8 @@ def test_changes_name_each_difference_and_never_a_secret():
 def test_no_change_and_no_capture():
     same = dict(CAPTURE, argv=["/opt/sglang/venv/bin/python"] + CAPTURE["argv"][1:],
                 environment={"PATH": "/usr/bin"})
-    assert cutover_changes(same, cutover_adopt(same)) == ["the unit runs exactly what runs now"]
-    lines = cutover_changes({}, cutover_adopt({}, ["/opt/v/bin/python", "--api-key", KEY]))
+    assert changes(same, adopt(same)) == ["the unit runs exactly what runs now"]
+    lines = changes({}, adopt({}, ["/opt/v/bin/python", "--api-key", KEY]))
     assert lines[0].startswith("no server ran on the port") and KEY not in "".join(lines)
 
 
@@ -74,10 +75,43 @@ def test_a_console_script_server_keeps_its_entry_point_and_venv():
     """`sglang serve` runs as `VENV/bin/python3 VENV/bin/sglang serve ...` (the script's shebang) in /proc."""
     serve = dict(CAPTURE, argv=["/opt/sglang/venv/bin/python3", "/opt/sglang/venv/bin/sglang", "serve", "--port", "30000"],
                  argv0_resolved="/opt/sglang/venv/bin/python3")
-    plan = cutover_adopt(serve)
+    plan = adopt(serve)
     assert plan["command"] == serve["argv"] and plan["venv"] == "/opt/sglang/venv"
-    given = cutover_adopt(CAPTURE, ["/srv/venv/bin/sglang", "serve", "--model-path", "/m"])
+    given = adopt(CAPTURE, ["/srv/venv/bin/sglang", "serve", "--model-path", "/m"])
     assert given["venv"] == "/srv/venv"
+
+
+RANKED = ["/srv/venv/bin/python", "-m", "sglang.launch_server", "--nnodes", "2", "--node-rank", "1",
+          "--dist-init-addr", "10.0.0.1:20000", "--api-key", KEY]
+
+
+@pytest.mark.parametrize("capture, given, rank", [
+    # the role's plan: the capture's own changes; no rank for a server on one host, or without multinode
+    (CAPTURE, dict(extra_args=["--enable-metrics"]), None),
+    (CAPTURE, dict(multinode=True), None),
+    ({}, dict(command=RANKED), None),
+    # a rank of a multi-node server, read from the command with its secrets masked
+    ({}, dict(command=RANKED, multinode=True), (2, 1, "10.0.0.1:20000", "rank >= 1")),
+    # the status's drift: what runs now against what the stored capture makes the unit run
+    (dict(CAPTURE, argv=["/opt/sglang/venv/bin/python"] + CAPTURE["argv"][1:], environment={"PATH": "/usr/bin"}),
+     dict(now=CAPTURE), None),
+])
+def test_the_plan_stage_is_one_mapping(capture, given, rank):
+    now = given.pop("now", None)
+    multinode = given.pop("multinode", False)
+    plan = cutover_plan(capture, now=now, multinode=multinode, **given)
+    unit = adopt(capture, **given)
+    assert dict((k, plan[k]) for k in unit) == unit and set(plan) == set(unit) | {"changes", "rank"}
+    assert plan["changes"] == changes(capture if now is None else now, unit)
+    if rank is None:
+        assert plan["rank"] is None
+    else:
+        from ansible_collections.inferops.sglang.plugins.filter.cutover import redact_argv
+        from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import rank_of
+        assert (plan["rank"]["nnodes"], plan["rank"]["node_rank"], plan["rank"]["dist_init_addr"],
+                plan["rank"]["role"]) == rank
+        assert plan["rank"] == rank_of(redact_argv(unit["command"])) != rank_of(unit["command"]), "secrets masked"
+    assert KEY not in "".join(plan["changes"])
 
 
 def test_redact_argv_keeps_the_shape_and_masks_every_secret():

@@ -4,7 +4,7 @@ of them. (The group's inputs: test_cutover_inputs.py.)"""
 import pytest
 
 from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import (
-    cutover_group, cutover_rank, group_failures, group_problems, group_record, group_units)
+    cutover_group, group_failures, group_problems, group_record, group_units, rank_of)
 
 ARGS = ["-m", "sglang.launch_server", "--model-path", "/m", "--tp", "16", "--nnodes", "2", "--dist-init-addr",
         "10.0.0.1:20000", "--port", "30000"]
@@ -15,17 +15,17 @@ def argv(rank, python="/opt/sglang/venv/bin/python", *extra):
 
 
 def member(host, rank, *extra, **kw):
-    return {"host": host, "rank": cutover_rank(argv(rank, *extra, **kw))}
+    return {"host": host, "rank": rank_of(argv(rank, *extra, **kw))}
 
 
 def test_a_rank_and_the_digest_of_its_command_apart_from_the_rank_and_the_interpreter():
-    r0, r1 = cutover_rank(argv(0)), cutover_rank(argv(1, "/home/ops/venv/bin/python"))
+    r0, r1 = rank_of(argv(0)), rank_of(argv(1, "/home/ops/venv/bin/python"))
     assert (r0["nnodes"], r0["node_rank"], r0["dist_init_addr"], r0["role"]) == (2, 0, "10.0.0.1:20000", "rank 0")
     assert r1["node_rank"] == 1 and r1["role"] == "rank >= 1"
     assert r0["same"] == r1["same"], "the same server's arguments on two hosts, each with its own venv"
-    assert cutover_rank(["/p"] + ARGS[:-2] + ["--node-rank=1", "--port", "30000"])["same"] == r0["same"]
-    assert cutover_rank(argv(0, "/opt/sglang/venv/bin/python", "--context-length", "8192"))["same"] != r0["same"]
-    assert cutover_rank(["/p", "-m", "sglang.launch_server", "--tp", "8"]) is None
+    assert rank_of(["/p"] + ARGS[:-2] + ["--node-rank=1", "--port", "30000"])["same"] == r0["same"]
+    assert rank_of(argv(0, "/opt/sglang/venv/bin/python", "--context-length", "8192"))["same"] != r0["same"]
+    assert rank_of(["/p", "-m", "sglang.launch_server", "--tp", "8"]) is None
 
 
 @pytest.mark.parametrize("members, says", [
