@@ -10,17 +10,14 @@ stage_setup() {
   bash tests/setup.sh && source tests/testbed/env.sh
 }
 stage_unit() {
-  # Two runs at once. Those that time what a server's processes do to a fraction of a second and what a busy
-  # scheduler burns (the double's own, and the readiness gate's watchdog against it), one at a time at the normal
-  # priority; the others, which mostly wait on processes and sockets, four at once below it, so that a timed test's
-  # processes have the CPU when they need it. Each run's slowest last, where the stage log's tail shows them.
-  local rc=0 others timed=(tests/sglang_double/tests tests/unit/roles/systemd_unit/test_inferops_sglang_ready.py)
-  nice -n 10 pytest -q -p no:cacheprovider -n 4 --durations=15 "${timed[@]/#/--ignore=}" tests/unit tests/conformance \
-    > tests/output/stage-unit-others.log 2>&1 &
-  others=$!
+  # First, one at a time, those that time what a server's processes do to a fraction of a second and what a busy
+  # scheduler burns (the double's own, and the readiness gate's watchdog against it): beside other tests, even ones
+  # at a lower priority, their processes miss the CPU when they need it (lint and sanity, at the lowest, are no
+  # matter). Then the others four at once: they mostly wait on processes and sockets. The slowest of each run last,
+  # where the stage log's tail shows them.
+  local rc=0 timed=(tests/sglang_double/tests tests/unit/roles/systemd_unit/test_inferops_sglang_ready.py)
   pytest -q -p no:cacheprovider --durations=5 "${timed[@]}" || rc=1
-  wait "$others" || rc=1
-  cat tests/output/stage-unit-others.log
+  pytest -q -p no:cacheprovider -n 4 --durations=15 "${timed[@]/#/--ignore=}" tests/unit tests/conformance || rc=1
   return $rc
 }
 stage_lint() {
