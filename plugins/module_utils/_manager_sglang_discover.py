@@ -51,7 +51,7 @@ class SglangDiscover(Base):
                                   stored=stored, msg=_listeners.hidden_message(p["port"], hidden)
                                   if hidden else "nothing listens on port %d" % p["port"],
                                   model_files=self.model_files(stored, warm=True), shm=None,
-                                  caches=self.stored_caches(stored),
+                                  caches=self.stored_caches(stored), python=python_of(stored),
                                   restarts=self.restarts(service), elapsed=self.elapsed())
         server = _listeners.main_process(pids[0], procs)
         fam = _family.family_of(server, procs)
@@ -117,6 +117,7 @@ class SglangDiscover(Base):
         # the environment a unit gets is that of the capture it is made from (the stored one once a cutover kept it):
         # a rerun reads the unit's own server, whose environment holds what the first run gave it
         result["caches"] = caches(cap, result["stored"] or cap, server.user, version, p.get("user") or server.user)
+        result["python"] = python_of(result["stored"] or cap)
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 
@@ -234,6 +235,12 @@ def served(port, argv, pid, timeout=5.0):
                                owner=lambda sock: _listeners.peer_problem(sock, pid=pid))
     names = _readiness.model_names(server.request("/v1/models", timeout=timeout))
     return (names[0] if names else None), _readiness.server_version(server, timeout)
+
+
+def python_of(cap):
+    """The Python the captured server's command runs on (a console script's, from its shebang on this host), or None:
+    what a unit of its own (SGLang's weight cache daemon) runs with."""
+    return _sglang_args.interpreter((cap or {}).get("argv"))[0]
 
 
 def installed(argv, uid):

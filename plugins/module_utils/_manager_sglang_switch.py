@@ -26,7 +26,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host.progress imp
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     capture as _capture, family as _family, listeners as _listeners, port_units as _port_units, readiness as _readiness,
-    sglang_args as _sglang_args)
+    sglang_args as _sglang_args, weight_cache as _weight_cache)
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     launch as _switch_launch, lock as _switch_lock, outcome as _switch_outcome, preflight as _preflight,
     record as _record)
@@ -76,6 +76,7 @@ class SglangSwitch(Base):
     end the module (fail_json, or exit_json where there is nothing to switch)."""
 
     progress = None  # the progress file, once the preflight passed (progress_file)
+    staged_weights = None  # the weight cache daemon's unit, staged (prepare)
     told_at = None  # when tell wrote its last line
 
     def run(self):
@@ -164,10 +165,33 @@ class SglangSwitch(Base):
         fails the module); written only once the preflight passed (commit)."""
         p = self.params
         self.staged, self.installed, self.restart, self.taken = None, None, p["restart"], []
+        weights = p.get("weights")
+        self.weights = _unit.check_unit_name(weights["name"], "weights.name", self.fail) if weights else None
+        # a daemon for the unit's server (its unit given); else one that may run still (its name only) is stopped
+        # once the server stopped, so that the unit's server finds its GPU memory free
+        self.weights_used = bool(weights and weights.get("unit"))
+        self.staged_weights, self.weights_restart = None, bool(self.weights and not self.weights_used)
         if not (p["install"] and p["target"] == Targets.UNIT):
             return
-        self.staged = _unit.prepare(self, dict(p["install"], name=self.name), enabled=True)
+        beside = {}
+        if self.weights_used:
+            # the daemon's unit first: the server's requires it, and is verified with it beside
+            self.staged_weights = _unit.prepare(self, dict(
+                name=self.weights, unit=p["weights"]["unit"], unit_dir=p["install"]["unit_dir"], environment="",
+                environment_path=None, gate="", gate_path=None, sweep="", sweep_path=None, wants=[]), enabled=False)
+            beside[self.weights + ".service"] = p["weights"]["unit"]
+        self.staged = _unit.prepare(self, dict(p["install"], name=self.name, beside=beside), enabled=True)
         self.restart = self.restart or self.staged[0]["restart_needed"]  # what the running unit runs changed
+        if self.staged_weights:
+            # what the daemon runs changed: its unit, or the environment file the two units share
+            env = [f for f in self.staged[1][1:] if f.path == p["install"]["environment_path"]]
+            self.weights_restart = self.staged_weights[1][0].content_differs or any(f.content_differs for f in env)
+            self.restart = self.restart or (self.weights_restart and self.staged_weights[0]["active_state"] in (
+                "active", "activating", "reloading"))
+
+    def staged_files(self):
+        """The files the switch puts in place: the daemon's unit (with weights), then the unit's."""
+        return (self.staged_weights[1] if self.staged_weights else []) + (self.staged[1] if self.staged else [])
 
     def look(self):
         """The preflight: what serves the port and what the switch would touch, the unit's state, and the problems
@@ -183,7 +207,8 @@ class SglangSwitch(Base):
         insp = self.insp = _preflight.inspect(self.port, self.name, tuple(p["devices"]), procs=procs, run=run,
                                               flags=p["redact"], taken=self.taking("replace"), rank=p["rank"],
                                               gpus=p["gpus"], release_users=p["release_users"],
-                                              command=None if self.back else self.command)
+                                              command=None if self.back else self.command,
+                                              weights=self.weights)
         if self.back:
             insp = self.insp = _preflight.vacant(insp, procs)
         state = _systemd.show(run, self.unit)
@@ -248,6 +273,8 @@ class SglangSwitch(Base):
         if self.action in STARTING:  # the answers count only when the unit is about to run
             self.version, why = _sglang_args.version(p["executable"] or self.python, self.asked)
             self.problems += why
+            if self.weights_used and not self.back and self.command:
+                self.problems += _weight_cache.problems(self.command, self.version)
             if self.parsing and not why:  # the installed SGLang parses them: a bad flag stops here
                 self.said = self.said or [self.parsed(self.python, self.parsing)]
                 self.problems += [x for x in self.said if x]
@@ -269,7 +296,7 @@ class SglangSwitch(Base):
                  + sum(os.path.getsize(f) for u in self.units if u["action"] in ("replace", "rewrite")
                        for f in u["files"] if os.path.exists(f)))
         needs = [("the state folder", self.state_dir, state)]
-        for f in (self.staged[1] if self.staged else []):
+        for f in self.staged_files():
             if f.differs:
                 needs.append(("the folder", os.path.dirname(f.path), 2 * len(f.content.encode("utf-8")) + FILE_ROOM))
         self.problems += _free_space.problems(needs)
@@ -283,9 +310,13 @@ class SglangSwitch(Base):
             changed=self.action != Actions.NONE, action=self.action, port=self.port, unit=self.unit, preflight=self.insp,
             sglang_version=self.version, unit_state=self.active, problems=self.problems, units=units,
             preflight_seconds=round(time.monotonic() - self.look_began, 3), selinux=self.selinux_decision)
+        if self.staged_weights:
+            weights = self.staged_weights[0]
+            result.setdefault("diff", []).extend(weights.pop("diff", []))
+            result.update(weights_installed=weights, changed=result["changed"] or weights["changed"])
         if self.staged:
             installed = self.staged[0]
-            result["diff"] = installed.pop("diff", [])
+            result.setdefault("diff", []).extend(installed.pop("diff", []))
             result.update(installed=installed, changed=result["changed"] or installed["changed"])
             for u in units:
                 if u["action"] == "rewrite":  # what changes in the operator's own file of the managed name
@@ -333,6 +364,8 @@ class SglangSwitch(Base):
                     unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
                     release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"],
                     rank=p["rank"], given_gpus=p["gpus"], release_users=p["release_users"])
+        if self.weights:
+            plan["weights"] = dict(name=self.weights, unit=self.weights + ".service", restart=self.weights_restart)
         self.committed = False
 
         if self.back and p["previous_of"]:
@@ -409,6 +442,8 @@ class SglangSwitch(Base):
             t["changed"] = next((u.get("changed") for u in acting if u["unit"] == t["unit"]), None)
         self.taken = taken
         result["units_taken"] = taken
+        if self.staged_weights:  # before the unit's: its daemon-reload then reads both
+            result["weights_installed"] = _unit.put(self, self.staged_weights)
         if self.staged:
             self.installed = result["installed"] = _unit.put(self, self.staged)
         if self.keeps_capture():
@@ -427,7 +462,7 @@ class SglangSwitch(Base):
         the switch takes over units (the operator's own file of the unit's name among them): their rollback puts
         those back (units.json)."""
         path = _state_dir.previous(self.state_dir)
-        changed = [f for f in (self.staged[1] if self.staged else []) if f.differs]
+        changed = [f for f in self.staged_files() if f.differs]
         taking = [u for u in self.units if u["action"] in ("replace", "rewrite")]
         if not (self.action == Actions.RESTART and self.insp["owner"] == Owners.UNIT and changed and not taking):
             if os.path.lexists(path):

@@ -203,6 +203,25 @@ options:
     type: dict
     version_added: 0.2.0
     # its suboptions are sglang_unit's options for the unit's files: inferops.sglang.unit_files.suboptions
+  weights:
+    description:
+      - The unit of SGLang's weight cache daemon that the unit requires (the P(inferops.sglang.systemd_unit#role)
+        role's C(systemd_unit_rendered_weights)), for a server that maps its weights from it (SGLang 0.5.17 and
+        later). Its processes hold the server's GPUs and are neither the server's family nor strays.
+      - With O(install), its unit is verified and put in place with the unit's. A switch or restart that changes
+        it (or the environment file the two share) stops the daemon once the server stopped, and the unit's start
+        starts it again first; one that changes only the server's unit leaves the daemon and the weights it holds
+        as they are. A rollback to the captured command stops it once the unit stopped (its GPU memory freed).
+    type: dict
+    version_added: 0.3.0
+    suboptions:
+      name:
+        description: The daemon's service name, without C(.service).
+        type: str
+        required: true
+      unit:
+        description: The daemon's unit text (needed with O(install)).
+        type: str
   wait:
     description: Wait for what the switch started until it serves (nothing is waited for in check mode).
     type: dict
@@ -468,6 +487,7 @@ def main():
             timeout=dict(type="float"),
             progress=dict(type="path"),
             install=dict(type="dict", options=UNIT_FILES_SPEC),
+            weights=dict(type="dict", options=dict(name=dict(type="str", required=True), unit=dict(type="str"))),
             wait=dict(type="dict", options=dict(WAIT_SPEC, url=dict(type="str", required=True), model=dict(type="str"))),
             record=dict(type="dict", options=dict(
                 data=dict(type="dict", required=True),

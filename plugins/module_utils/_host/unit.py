@@ -23,14 +23,15 @@ TIMEOUT = 60
 # A service's name without .service (an optional @instance), as sglang_switch, sglang_adopt and sglang_unit take it.
 UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(@[A-Za-z0-9_.:-]+)?\Z"
 
-# Each setting the unit template (roles/systemd_unit/templates/unit.service.j2) writes, and the first systemd that
+# Each setting the unit templates (roles/systemd_unit/templates/*.service.j2) write, and the first systemd that
 # knows it (systemd's NEWS); 0: in every systemd a supported distribution ships (219 and older). A `Key=value` entry
 # is a value newer than its key. The one table: a unit test checks that it covers every line of the template.
 SINCE = {
     "Description": 0, "Wants": 0, "After": 0, "RequiresMountsFor": 0, "ExecStart": 0, "ExecStartPre": 0, "ExecStartPost": 0,
     "WorkingDirectory": 0, "User": 0, "Group": 0, "EnvironmentFile": 0, "KillMode": 0, "TimeoutStartSec": 0,
     "TimeoutStopSec": 0, "Restart": 0, "RestartSec": 0, "SuccessExitStatus": 0, "RestartForceExitStatus": 0,
-    "LimitNOFILE": 0, "LimitMEMLOCK": 0, "LimitCORE": 0, "Type": 0,
+    "LimitNOFILE": 0, "LimitMEMLOCK": 0, "LimitCORE": 0, "Type": 0, "Requires": 0, "PrivateTmp": 0,
+    "JoinsNamespaceOf": 209,
     "NoNewPrivileges": 0, "ProtectSystem": 0, "WantedBy": 0, "WatchdogSec": 0, "NotifyAccess": 0,
     "KillMode=mixed": 209,
     "StartLimitIntervalSec": 230,  # [Unit]; before 230 StartLimitInterval= of [Service]
@@ -153,10 +154,14 @@ def names(environment):
                       if "=" in line and not line.lstrip().startswith("#")))
 
 
-def verify(run, text, service):
-    """None when systemd-analyze accepts the unit's text as `service`, else what it said."""
+def verify(run, text, service, beside=None):
+    """None when systemd-analyze accepts the unit's text as `service`, else what it said. beside: {service: text} of
+    the units it depends on that are not installed yet (written next to it, where systemd-analyze looks for them)."""
     folder = tempfile.mkdtemp(prefix="inferops-unit-")
     try:
+        for name, content in sorted((beside or {}).items()):
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(content)
         path = os.path.join(folder, service)
         with open(path, "w") as f:
             f.write(text)
@@ -214,7 +219,7 @@ def prepare(mgr, spec, enabled=True, state="present", restart_on_change=False):
         files.append(_files.File(spec["sweep_path"], spec["sweep"], 0o644, 0, 0))
     if unit.content_differs:  # in check mode too; a unit that does not change was verified before
         try:
-            why = verify(run, unit.content, service)
+            why = verify(run, unit.content, service, spec.get("beside"))
         except CommandError as e:
             why = str(e)
         if why:

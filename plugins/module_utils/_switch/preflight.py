@@ -136,7 +136,7 @@ def memory_check(fam, shared, smi, fraction):
 
 
 def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None,
-            gpus=None, release_users=(), command=None):
+            gpus=None, release_users=(), command=None, weights=None):
     """What serves `port` and what a switch to `unit` (a name without .service) would touch; `rank`, when the switch
     is one rank's of a multi-node server switched as a group (the server must be that rank).
 
@@ -151,12 +151,14 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
     strays: processes outside the family on the server's GPUs (not protected, not neighbours): the caller decides.
     Each says the ports it serves on (`serves`: never released) and whether the switch may release it
     (`releasable`: it serves nothing, and it is the server's user's or of a user in release_users).
+    weight_cache: the processes of `weights` (the unit's weight cache daemon, a name without .service, when it has
+    one) that hold the server's GPUs: they keep the weights the unit maps, and are neither family nor strays.
     """
     procs = _procfs.snapshot() if procs is None else procs
     service = unit + ".service"
     out = {"port": port, "unit": service, "owner": None, "server": None, "family": [], "wrapper": None,
            "gpus": [], "strays": [], "protected": [], "problems": [], "neighbours": [], "warnings": [],
-           "gpus_from": None, "gpu_memory": None}
+           "gpus_from": None, "gpu_memory": None, "weight_cache": []}
     pids = _listeners.listeners(port, procs)
     if not pids:
         hidden = _listeners.hidden_listeners(port, procs)
@@ -222,6 +224,9 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
         if h.proc.pid in fam or h.proc.is_zombie or not set(h.gpus) & set(gpus):
             continue
         row = _row(h.proc, redact, devices=h.files, gpus=h.gpus)
+        if weights and _procfs.unit_of(h.proc.pid) == weights + ".service":
+            out["weight_cache"].append(row)
+            continue
         if h.proc.pid in near:
             out["neighbours"].append(dict(row, port=near[h.proc.pid]))
             shared.update(set(h.gpus) & set(gpus))

@@ -140,7 +140,8 @@ class Worker:
         taken = plan.get("units") or []  # the units that could serve the port, disabled by the run that claimed it
         now = _preflight.inspect(plan["port"], plan["unit_name"], plan["devices"], procs, self.run, taken=taken,
                                  rank=plan.get("rank"), gpus=plan.get("given_gpus"),
-                                 release_users=plan.get("release_users") or ())
+                                 release_users=plan.get("release_users") or (),
+                                 weights=(plan.get("weights") or {}).get("name"))
         self.stop_began = None
         if plan.get("target") == Targets.CAPTURE:
             return self.back(now, procs)
@@ -162,6 +163,8 @@ class Worker:
             self.stopping()
             self.step("stop server", lambda: self.stop_unit(unit))
         self.step("verify zero", lambda: self.verify_zero(now, procs))
+        if (plan.get("weights") or {}).get("restart"):  # what the daemon holds changes: it starts again with the unit
+            self.step("stop weight cache", self.stop_weights)
         self.step("release GPUs", lambda: self.release(now))
         if plan["action"] == Actions.STOP:  # the unit starts in a switch of its own (every rank of a group together)
             return
@@ -186,10 +189,15 @@ class Worker:
         self.stopping()
         self.step("stop server", lambda: self.stop_unit(plan["unit"], plan.get("unit_served")))
         self.step("verify zero", lambda: self.verify_zero(now, procs))
+        if plan.get("weights") and not plan.get("previous"):
+            # the captured command reads its weights itself: the daemon's GPU memory freed
+            self.step("stop weight cache", self.stop_weights)
         self.step("release GPUs", lambda: self.release(now))
         self.restored = {}
         if plan.get("previous"):  # a failed restart that changed the unit: the unit as it served before it
             self.step("restore previous unit", self.restore_previous)
+            if self.restored.get("weights"):  # the daemon's unit as it was: it starts again with the unit
+                self.step("stop weight cache", self.stop_weights)
             self.outcome.update(unit_started=plan["unit"], previous_unit=True)
             self.step("start unit", lambda: self.start(plan["unit"]))
             self.outcome["downtime"] = round(time.monotonic() - self.stop_began, 3)
@@ -223,6 +231,9 @@ class Worker:
             if rc != 0:
                 raise RuntimeError("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()[-500:]))
         os.unlink(path)
+        weights = (self.plan.get("weights") or {}).get("unit")
+        self.restored["weights"] = bool(weights) and any(
+            os.path.basename(f["path"]) == weights for f in kept.get("files") or [])
         return {"files": [f["path"] for f in kept.get("files") or []]}
 
     def restore_units(self):
@@ -309,6 +320,18 @@ class Worker:
         detail.update(escalated=True, escalation="%s %s: SIGKILL to its cgroup (systemctl kill --signal=SIGKILL)" % (
             unit, why))
         return detail
+
+    def stop_weights(self):
+        """The weight cache daemon's unit stopped (nothing to drain: no client is left), so that its GPU memory is
+        free and the unit's start starts it again, as its unit now says."""
+        unit = self.plan["weights"]["unit"]
+        state = _systemd.show(self.run, unit, ("LoadState", "ActiveState", "MainPID"))
+        if state.get("ActiveState") in (None, "inactive", "failed") and state.get("LoadState") != "loaded":
+            return {"unit": unit, "unit_state": state.get("LoadState")}  # not there: nothing runs
+        rc, out, err = _systemd.systemctl(self.run, _systemd.Verbs.STOP, unit, 120)
+        if rc != 0 or not self.stopped(unit, KILL_WAIT):
+            raise RuntimeError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()))
+        return {"unit": unit, "unit_state": state.get("ActiveState"), "main_pid": state.get("MainPID")}
 
     def stopped(self, unit, wait):
         """Whether the unit is inactive or failed within wait seconds."""

@@ -404,3 +404,30 @@ def test_live_without_a_notify_socket_fails_its_start(double, cgroups, spawn, tm
         env, MAINPID=str(server.pid)), preexec_fn=unit, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         universal_newlines=True, timeout=15, check=False)
     assert p.returncode == 1 and "no NOTIFY_SOCKET: the unit's watchdog needs NotifyAccess=all" in p.stderr
+
+
+# --- the weight cache's gate (--weights, --clean) -------------------------------------------------------------------
+
+def test_the_weight_caches_gate_counts_only_ready_files_of_live_processes_and_clean_removes_the_rest(
+        tmp_path, spawn, monkeypatch):
+    """A killed daemon leaves its socket and ready file (seen on a real 0.5.17): --clean removes them before the
+    daemon starts, and --weights counts a rank only when its ready file names a live process of the unit."""
+    gate = load_gate()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    spawn.procs.append(live)
+    for rank, pid in (("rank0", dead.pid), ("rank1", live.pid)):
+        (tmp_path / ("sglang_weight_cache_%s.ready" % rank)).write_text("pid=%d\nmodel=/models/m\n" % pid)
+        (tmp_path / ("sglang_weight_cache_%s.sock" % rank)).write_text("")
+    (tmp_path / "sglang_weight_cache_rank2.sock").write_text("")  # a socket without its ready file
+    (tmp_path / "other.ready").write_text("pid=1\n")
+    monkeypatch.delenv("MAINPID", raising=False)
+    assert gate.weights(0, clean=True, folder=str(tmp_path)) == 0
+    assert sorted(os.listdir(str(tmp_path))) == ["other.ready", "sglang_weight_cache_rank1.ready",
+                                                 "sglang_weight_cache_rank1.sock"]
+    assert gate.weights(1, folder=str(tmp_path)) == 0
+    monkeypatch.setenv("MAINPID", str(dead.pid))  # two ranks awaited, and the daemon's main process is gone
+    with pytest.raises(SystemExit) as e:
+        gate.weights(2, folder=str(tmp_path))
+    assert "the weight cache daemon's main process %d exited before it was ready" % dead.pid in str(e.value)

@@ -46,10 +46,13 @@ CASE = """
         systemd_unit_liveness: "{{ case.liveness | default(true) }}"
         systemd_unit_watchdog_sec: "{{ case.watchdog | default(120) }}"
         systemd_unit_environment: "{{ case.environment | default({}) }}"
+        systemd_unit_weight_cache: "{{ case.weights | default(false) }}"
+        systemd_unit_python: "{{ case.python | default('') }}"
     - name: Rendered
       ansible.builtin.set_fact:
         outcomes: "{{ outcomes | default({}) | combine({case.id: {'unit': systemd_unit_rendered.unit,
-                      'environment': systemd_unit_rendered.environment}}) }}"
+                      'environment': systemd_unit_rendered.environment,
+                      'weights': systemd_unit_rendered_weights}}) }}"
   rescue:
     - name: Refused
       ansible.builtin.set_fact:
@@ -93,6 +96,18 @@ def rendered(tmp_path_factory):
              environment={"SGLANG_HEALTH_CHECK_TIMEOUT": "5"}),
         dict(id="no_gate", command=[py] + args, gate=False),
         dict(id="no_liveness", command=[py] + args, liveness=False),
+        dict(id="weights", command=[str(spaced)] + args + ["--tp", "2", "--dtype", "bfloat16", "--revision=r1",
+                                                           "--trust-remote-code", "--mem-fraction-static", "0.8"],
+             weights=True, user="sglang"),
+        dict(id="weights_serve", command=["/opt/sglang/venv/bin/sglang", "serve", "--model-path", "/models/m"],
+             weights=True, python="/opt/sglang/venv/bin/python3.12"),
+        dict(id="weights_serve_no_python", command=["/opt/sglang/venv/bin/sglang", "serve", "--model-path", "/m"],
+             weights=True),
+        dict(id="weights_speculative", command=[py] + args + ["--speculative-algorithm", "EAGLE"], weights=True),
+        dict(id="weights_awq", command=[py] + args + ["--quantization", "awq"], weights=True),
+        dict(id="weights_expandable", command=[py] + args, weights=True,
+             environment={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+        dict(id="weights_no_gate", command=[py] + args, weights=True, gate=False),
     ]
     (tmp / "play.yml").write_text(PLAYBOOK)
     (tmp / "case.yml").write_text(CASE)
@@ -230,3 +245,62 @@ def test_the_tls_keys_password_moves_to_the_environment_file_and_its_path_stays(
     assert '"--ssl-keyfile-password" ${INFEROPS_SSL_KEYFILE_PASSWORD}' in got["unit"]
     assert '"--ssl-keyfile" "/etc/tls/k.pem"' in got["unit"]
     assert 'INFEROPS_SSL_KEYFILE_PASSWORD="pem-pass-1"' in got["environment"].splitlines()
+
+
+def test_the_weight_cache_daemon_runs_in_a_unit_the_servers_requires_and_systemd_accepts_both(rendered):
+    """systemd_unit_weight_cache: the daemon's unit runs SGLang's daemon with the server's model options, as its user,
+    in a private /tmp it shares with the server's unit; the server runs as its client, requires it and starts after
+    it. systemd-analyze accepts the two side by side."""
+    got = rendered["weights"]
+    exe = os.path.join(rendered["_tmp"], "my venv", "bin", "python")
+    daemon = got["weights"]["unit"]
+    assert got["weights"]["name"] == "sglang-30000-weights"
+    lines = daemon.splitlines()
+    assert ('ExecStart="%s" "-m" "sglang.srt.weight_cache.daemon" "--model-path" "/models/m" "--tp-size" "2" '
+            '"--dtype" "bfloat16" "--revision" "r1" "--trust-remote-code"' % exe) in lines
+    assert 'ExecStartPre="%s" -I /usr/local/bin/inferops-sglang-ready --clean' % exe in lines
+    assert 'ExecStartPost="%s" -I /usr/local/bin/inferops-sglang-ready --weights 2' % exe in lines
+    assert "User=sglang" in lines and "PrivateTmp=yes" in lines and "[Install]" not in lines
+    assert "EnvironmentFile=/etc/inferops/sglang/sglang-30000.env" in lines
+    server = got["unit"].splitlines()
+    assert ["Requires=sglang-30000-weights.service", "After=sglang-30000-weights.service",
+            "JoinsNamespaceOf=sglang-30000-weights.service"] == [
+        x for x in server if x.split("=")[0] in ("Requires", "JoinsNamespaceOf") or x.startswith("After=sglang")]
+    assert "PrivateTmp=yes" in server
+    assert '"--weight-cache-mode" "client"' in [x for x in server if x.startswith("ExecStart=")][0]
+    folder = os.path.join(rendered["_tmp"], "verify-weights")
+    os.mkdir(folder)
+    for name, text in (("sglang-30000-weights", daemon), ("sglang-30000", got["unit"])):
+        with open(os.path.join(folder, name + ".service"), "w") as f:
+            f.write(text)
+    p = subprocess.run(["systemd-analyze", "verify", os.path.join(folder, "sglang-30000.service"),
+                        os.path.join(folder, "sglang-30000-weights.service")], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert p.returncode == 0, p.stdout
+
+
+def test_a_console_scripts_daemon_runs_on_the_python_its_host_named(rendered):
+    lines = rendered["weights_serve"]["weights"]["unit"].splitlines()
+    assert ('ExecStart=/opt/sglang/venv/bin/python3.12 "-m" "sglang.srt.weight_cache.daemon" "--model-path" '
+            '"/models/m"') in lines
+
+
+def test_without_the_weight_cache_the_server_has_no_daemon(rendered):
+    got = rendered["ipv4_wildcard"]
+    assert got["weights"] is None
+    assert "Requires=" not in got["unit"] and "PrivateTmp" not in got["unit"] and "weight-cache" not in got["unit"]
+
+
+@pytest.mark.parametrize("case, said", [
+    ("weights_speculative", "--speculative-algorithm EAGLE: SGLang refuses speculative decoding with a weight cache"),
+    ("weights_awq", "--quantization awq: SGLang's weight cache shares only unquantized and block-wise FP8 weights"),
+    ("weights_expandable", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: SGLang's weight cache daemon refuses"),
+    ("weights_no_gate", "the weight cache needs the readiness gate (systemd_unit_readiness_gate: true)"),
+    ("weights_serve_no_python", "the Python that /opt/sglang/venv/bin/sglang runs on is not known"),
+])
+def test_a_server_the_weight_cache_cannot_serve_is_refused_naming_the_rule_and_the_value(rendered, case, said):
+    got = rendered[case]
+    assert "failed" in got, got
+    assert got["failed"].startswith("systemd_unit: systemd_unit_weight_cache is true, and SGLang's weight cache "
+                                    "cannot serve this server, nothing was written: ") and said in got["failed"], \
+        got["failed"]
