@@ -2,7 +2,7 @@
 # stage, timed. `make demo` shows the test bed: the SGLang double launched by hand, as operators do.
 SHELL := /bin/bash
 
-.PHONY: build release test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet readmes surveys gpu-bundle
+.PHONY: build release test demo setup unit lint sanity molecule clean bench-readiness bench-count bench-cutover bench-prewarm bench-fleet bench-restart readmes surveys gpu-bundle
 
 # The collection's tarball, inferops-sglang-VERSION.tar.gz, in DIST (here unless given): what `ansible-galaxy
 # collection install` takes. It needs ansible-core only: the ansible-galaxy on PATH, else one in a venv with
@@ -53,6 +53,13 @@ bench-prewarm:
 
 bench-fleet:
 	bash tests/run.sh setup >/dev/null && source tests/testbed/env.sh && python benchmarks/fleet.py
+
+# Restarts with the weights kept (SGLang 0.5.17's weight cache daemon), from the GPU suite's results:
+# `run.sh weights` on the GPU machine writes weights.json; copied to tests/gpu/real/results/DATE/ (a continuation call's
+# as weights-2.json), this writes docs/benchmarks/restart.md (RESULTS=DIR for another run).
+bench-restart:
+	python3 tests/gpu/real/weights.py summary --md docs/benchmarks/restart.md \
+	  $$(ls $(or $(RESULTS),$$(ls -d tests/gpu/real/results/*/ | tail -1))/weights*.json)
 
 # Role READMEs are generated from meta/argument_specs.yml (a unit test checks them).
 readmes:

@@ -1,10 +1,12 @@
-"""`make gpu-bundle`: the parts a call on the GPU machine carries to run a real SGLang 0.5.15 server on the H200, built on
-this (CPU) machine and cached under .cache/gpu-real/ (a second run reuses every part whose inputs did not change).
+"""`make gpu-bundle`: the parts a call on the GPU machine carries to run a real SGLang 0.5.15 or 0.5.17 server there, built
+on this (CPU) machine and cached under .cache/gpu-real/ (a second run reuses every part whose inputs did not change).
 
 Parts, each packed on its own so that a call carries only what its suite needs (tests/gpu/real/README.md):
   server.tar.xz   sglang 0.5.15 and what it imports that the GPU machine lacks (locks/server.txt), installed with
                   `pip install --no-deps --no-compile --target`, stripped of what a Llama on Hopper with the
                   triton attention backend never loads (STRIP)
+  server017.tar.xz  sglang 0.5.17 (the weight cache daemon's first version) in the same way (locks/server017.txt),
+                  stripped further so that it fits one call with the ansible and systemd parts (STRIP)
   bench.tar.xz    `datasets`, which 0.5.15's bench_serving imports (locks/bench.txt)
   ansible.tar.xz  ansible-core and cryptography, for ansible-playbook with a local connection (locks/ansible.txt)
   systemd.tar     Debian 12's systemd 252 and a D-Bus daemon as .debs, with the libraries they link that the
@@ -24,7 +26,11 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 LOCKS = os.path.join(HERE, "locks")
-MAX_CARRY_MIB = 60  # a call carries 64 MiB with the tree; the server part must leave room for the others
+CALL_MIB = 64  # what one call carries in all: the tracked tree and the parts its suite needs
+# the most each server part may weigh packed: the suites that carry it with the ansible and systemd parts (cutover,
+# heal, weights) need the tree (~3.2 MiB) + ansible (4.4) + systemd (5.4) beside it, with a margin
+MAX_CARRY_MIB = {"server": 60, "server017": 49}
+SERVER_PARTS = ("server", "server017")
 
 # pip download for the GPU machine's Python (CPython 3.12, glibc 2.39, x86-64)
 PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"] + [
@@ -38,14 +44,24 @@ PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation
 # library, the diffusion server, jedi's typeshed, zstandard's cffi backend (the C backend is used), byte code and
 # console scripts. flashinfer/data stays: sgl_kernel's rmsnorm calls flashinfer.norm, which JIT-compiles
 # data/csrc/norm.cu at the first forward (without it every server crashed there, 2026-12-01).
+# 0.5.17 adds: sgl_kernel's InfLLM kernels (sparse attention, 29 MB; imported only by its own wrapper) and three Rust
+# extensions a Llama served over HTTP never imports: sglang/srt/server/_core (the embedded Rust server, only under
+# SGLANG_RUST_SERVER, imported inside RustServer.launch), sglang/srt/grpc/_core (only with --grpc-port, imported inside
+# _start_native_grpc_server_for_runtime) and sglang/srt/multimodal/_core (the inkling image processor): 23 MB
+# unpacked, ~7 MiB packed (2026-12-06).
+_STRIP_SERVER = ["sgl_kernel/flash_ops.abi3.so", "sgl_kernel/flashmla_ops.abi3.so", "sgl_kernel/sm100",
+                 "xgrammar/lib/libxgrammar.a", "sglang/multimodal_gen",
+                 "jedi/third_party/typeshed", "zstandard/_cffi.cpython-312-x86_64-linux-gnu.so", "bin"]
 STRIP = {
-    "server": ["sgl_kernel/flash_ops.abi3.so", "sgl_kernel/flashmla_ops.abi3.so", "sgl_kernel/sm100",
-               "xgrammar/lib/libxgrammar.a", "sglang/multimodal_gen",
-               "jedi/third_party/typeshed", "zstandard/_cffi.cpython-312-x86_64-linux-gnu.so", "bin"],
+    "server": _STRIP_SERVER,
+    "server017": _STRIP_SERVER + ["sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so",
+                                  "sglang/srt/server/_core.cpython-312-x86_64-linux-gnu.so",
+                                  "sglang/srt/grpc/_core.cpython-312-x86_64-linux-gnu.so",
+                                  "sglang/srt/multimodal/_core.cpython-312-x86_64-linux-gnu.so"],
     "bench": ["bin"],
     "ansible": ["bin", "ansible_test"],
 }
-PIP_PARTS = ("server", "bench", "ansible")
+PIP_PARTS = ("server", "server017", "bench", "ansible")
 
 
 def python312():
@@ -69,7 +85,7 @@ def digest(*paths):
 def stamp(part):
     """What a part is made from: its lock, this builder (the strip rules) and, for the server, the import check."""
     inputs = [os.path.join(LOCKS, part + ".txt"), os.path.abspath(__file__)]
-    if part == "server":
+    if part in SERVER_PARTS:
         inputs += [os.path.join(HERE, "imports.py"), os.path.join(HERE, "machine-packages.txt")]
     return digest(*inputs).hexdigest()
 
@@ -145,12 +161,12 @@ def build_pip_part(py, part, cache):
              "--target", tree] + wheels_of(dest, part))
         strip(tree, part)
         info = {"unpacked_bytes": tree_size(tree)}
-        if part == "server":
-            from imports import missing  # pylint: disable=import-outside-toplevel
+        if part in SERVER_PARTS:
+            from imports import missing, roots_of  # pylint: disable=import-outside-toplevel
 
-            lost = missing(tree, os.path.join(HERE, "machine-packages.txt"))
+            lost = missing(tree, os.path.join(HERE, "machine-packages.txt"), roots_of(tree))
             if lost:
-                raise SystemExit("server part: modules launch_server imports at module level that neither the part "
+                raise SystemExit(part + " part: modules the server imports at module level that neither the part "
                                  "nor the GPU machine has: %s" % ", ".join(sorted(lost)))
         out = os.path.join(cache, part + ".tar.xz")
         pack(tree, out)
@@ -194,7 +210,7 @@ def build_systemd(cache):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("parts", nargs="*", default=list(PIP_PARTS) + ["systemd"], help="server bench ansible systemd")
+    ap.add_argument("parts", nargs="*", default=list(PIP_PARTS) + ["systemd"], help="server server017 bench ansible systemd")
     ap.add_argument("--cache", default=os.path.join(ROOT, ".cache", "gpu-real"))
     args = ap.parse_args()
     os.makedirs(args.cache, exist_ok=True)
@@ -218,9 +234,30 @@ def main():
             json.dump(sizes, f, indent=1, sort_keys=True)
         print("%s: %.1f MiB packed%s" % (part, info["packed_bytes"] / 2 ** 20, (
             ", %.0f MiB unpacked" % (info["unpacked_bytes"] / 2 ** 20)) if "unpacked_bytes" in info else ""))
-    server = os.path.join(args.cache, "server.tar.xz")
-    if os.path.exists(server) and os.path.getsize(server) > MAX_CARRY_MIB * 2 ** 20:
-        raise SystemExit("server part is %.1f MiB, over %d MiB: strip more" % (os.path.getsize(server) / 2 ** 20, MAX_CARRY_MIB))
+    for part, most in sorted(MAX_CARRY_MIB.items()):
+        server = os.path.join(args.cache, part + ".tar.xz")
+        if os.path.exists(server) and os.path.getsize(server) > most * 2 ** 20:
+            raise SystemExit("%s part is %.1f MiB, over %d MiB: strip more" % (part, os.path.getsize(server) / 2 ** 20, most))
+    carried(args.cache)
+
+
+def carried(cache):
+    """What a call of each suite that runs systemd carries: the tracked tree and its parts, against CALL_MIB."""
+    try:
+        files = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], stdout=subprocess.PIPE, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return
+    tree = sum(os.path.getsize(os.path.join(ROOT, f)) for f in files.decode().split("\0")
+               if f and os.path.isfile(os.path.join(ROOT, f)))
+    for suite, server in (("cutover/heal", "server"), ("weights", "server017")):
+        parts = [os.path.join(cache, n) for n in (server + ".tar.xz", "ansible.tar.xz", "systemd.tar")]
+        if all(os.path.exists(p) for p in parts):
+            total = tree + sum(os.path.getsize(p) for p in parts)
+            print("%s call: tree %.1f MiB + %s = %.1f MiB of %d" % (
+                suite, tree / 2 ** 20, " + ".join("%s %.1f" % (os.path.basename(p), os.path.getsize(p) / 2 ** 20)
+                                                  for p in parts), total / 2 ** 20, CALL_MIB))
+            if total > CALL_MIB * 2 ** 20:
+                raise SystemExit("the %s call would carry %.1f MiB, over %d MiB" % (suite, total / 2 ** 20, CALL_MIB))
 
 
 if __name__ == "__main__":

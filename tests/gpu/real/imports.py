@@ -19,6 +19,15 @@ ROOTS = (
     "sglang.srt.models.llama", "sglang.srt.layers.attention.triton_backend", "sglang.srt.layers.sampler",
     "sglang.srt.model_loader.loader",
 )
+# from 0.5.17: the weight cache daemon (python -m sglang.srt.weight_cache.daemon) and the client engine's loader
+WEIGHT_CACHE_ROOTS = ("sglang.srt.weight_cache.daemon", "sglang.srt.weight_cache.ipc_loader",
+                      "sglang.srt.weight_cache.protocol")
+
+
+def roots_of(site):
+    """ROOTS, and the weight cache's modules where the installed sglang has them."""
+    has_cache = os.path.isdir(os.path.join(site, "sglang", "srt", "weight_cache"))
+    return ROOTS + (WEIGHT_CACHE_ROOTS if has_cache else ())
 
 
 def _guarded(node):
@@ -42,9 +51,10 @@ def _skipped(test):
 
 
 # behind a platform or an environment test that is false on CUDA with the default settings (ROCm's aiter, Ascend,
-# Apple's mlx, SGLANG_USE_MODELSCOPE, DeepGEMM for FP8 models, FA3's interface, Python 3.14's annotationlib)
+# Apple's mlx, SGLANG_USE_MODELSCOPE, DeepGEMM for FP8 models, FA3's interface, Python 3.14's annotationlib; cuDNN's
+# frontend, which flashinfer 0.6.15 imports under `if CUDNN_AVAILABLE:`, a flag its own guarded `try: import cudnn` sets)
 CONDITIONAL = {"aiter", "torch_npu", "sgl_kernel_npu", "mlx", "modelscope", "deep_gemm", "flash_attn_interface",
-               "annotationlib"}
+               "annotationlib", "cudnn"}
 
 
 def module_imports(tree, package):
@@ -95,14 +105,14 @@ def locate(site, name):
     return None
 
 
-def missing(site, machine_list):
-    """Top-level names imported at module level, reachable from ROOTS, found neither in site, the GPU machine's
+def missing(site, machine_list, roots=ROOTS):
+    """Top-level names imported at module level, reachable from roots, found neither in site, the GPU machine's
     packages (machine_list: import names, one a line) nor the standard library."""
     with open(machine_list) as f:
         machine = {line.split("#", 1)[0].strip() for line in f} - {""}
     stdlib = set(sys.stdlib_module_names)
     tops = {e.split(".")[0] for e in os.listdir(site) if not e.endswith((".dist-info", ".data", ".libs", ".pth"))}
-    lost, seen, todo = set(), set(), list(ROOTS)
+    lost, seen, todo = set(), set(), list(roots)
     while todo:
         name = todo.pop()
         if name in seen:

@@ -1,4 +1,5 @@
-"""A tiny random-weight Llama and its tokenizer, made offline (no hub): `make_model.py OUTDIR`.
+"""A tiny random-weight Llama and its tokenizer, made offline (no hub): `make_model.py OUTDIR`; and, on a GPU machine,
+a Llama large enough for its read to matter: `make_model.py --llama8b OUTDIR`.
 
 OUTDIR/tiny      LlamaConfig(hidden 256, intermediate 512, 2 layers, 4 heads, 4 KV heads, vocab 1024), random
                  weights (normal, std 0.02) in bf16 safetensors, a byte-level BPE tokenizer trained by `tokenizers`
@@ -8,8 +9,14 @@ OUTDIR/tiny-eos  the same with the final norm's weight zero: every logit is 0, s
                  token, as a real model does when its first token ends the sequence.
 The weights are written with numpy alone (the safetensors layout: a little-endian header length, a JSON header,
 the raw tensors), so the script runs on a machine without torch. Needs numpy, tokenizers and transformers.
+OUTDIR/llama8b   (--llama8b only) Llama 3 8B's shape (hidden 4096, intermediate 14336, 32 layers, 32 heads, 8 KV
+                 heads, vocabulary 128256: 8.03 B parameters, 16.06 GB), random bf16 weights drawn on the GPU with torch
+                 (normal, std 0.02; norms 1) and written by safetensors.torch as shards of ~2 GB with their
+                 index; the tokenizer of `tiny` (its 1024 ids are a part of the model's vocabulary). Needs torch with
+                 CUDA and safetensors (the GPU machine has both), about 16 GB of disk and 3 GB of GPU memory.
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -101,6 +108,69 @@ def config():
     return cfg, GenerationConfig(bos_token_id=1, eos_token_id=0)
 
 
+LLAMA8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+               rms_norm_eps=1e-5)
+SHARD_BYTES = 2 * 10 ** 9
+
+
+def llama8b_shapes(cfg):
+    """[(name, shape)] of a LlamaForCausalLM's weights, in the order they are written."""
+    h, i, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    kv = cfg["num_key_value_heads"] * (h // cfg["num_attention_heads"])
+    out = [("model.embed_tokens.weight", (v, h))]
+    for n in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % n
+        out += [(p + "input_layernorm.weight", (h,)), (p + "self_attn.q_proj.weight", (h, h)),
+                (p + "self_attn.k_proj.weight", (kv, h)), (p + "self_attn.v_proj.weight", (kv, h)),
+                (p + "self_attn.o_proj.weight", (h, h)), (p + "post_attention_layernorm.weight", (h,)),
+                (p + "mlp.gate_proj.weight", (i, h)), (p + "mlp.up_proj.weight", (i, h)),
+                (p + "mlp.down_proj.weight", (h, i))]
+    return out + [("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
+
+
+def make_llama8b(outdir, name="llama8b"):
+    """The big model, its weights drawn on the GPU: about 16 GB written in well under a minute."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from safetensors.torch import save_file  # pylint: disable=import-outside-toplevel
+    from transformers import GenerationConfig, LlamaConfig  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(outdir, name)
+    os.makedirs(path, exist_ok=True)
+    cfg = LlamaConfig(bos_token_id=1, eos_token_id=0, tie_word_embeddings=False, **LLAMA8B)
+    cfg.architectures = ["LlamaForCausalLM"]
+    cfg.torch_dtype = "bfloat16"
+    cfg.save_pretrained(path)
+    GenerationConfig(bos_token_id=1, eos_token_id=0).save_pretrained(path)
+    tokenizer().save_pretrained(path)
+    plan, size = [[]], 0  # the shards, planned first: each written as soon as its tensors are drawn
+    for tname, shape in llama8b_shapes(LLAMA8B):
+        if size >= SHARD_BYTES:
+            plan.append([])
+            size = 0
+        plan[-1].append((tname, shape))
+        size += 2 * math.prod(shape)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    weight_map, total = {}, 0
+    for k, names in enumerate(plan):
+        fname = "model-%05d-of-%05d.safetensors" % (k + 1, len(plan))
+        tensors = {}
+        for tname, shape in names:
+            if len(shape) == 1:
+                t = torch.ones(shape, dtype=torch.bfloat16, device="cuda")
+            else:
+                t = torch.randn(shape, generator=gen, dtype=torch.float32, device="cuda").mul_(0.02).to(torch.bfloat16)
+            tensors[tname] = t.cpu()
+            weight_map[tname] = fname
+            total += t.numel() * 2
+            del t
+        save_file(tensors, os.path.join(path, fname), metadata={"format": "pt"})
+        del tensors
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1, sort_keys=True)
+    return path, total, len(weight_map), len(plan)
+
+
 def make(outdir):
     tok = tokenizer()
     cfg, gen = config()
@@ -118,5 +188,13 @@ def make(outdir):
 
 
 if __name__ == "__main__":
-    for made in make(sys.argv[1]).values():
-        print(made)
+    if sys.argv[1:2] == ["--llama8b"]:
+        import time
+
+        began = time.time()
+        where, nbytes, ntensors, nshards = make_llama8b(sys.argv[2])
+        print(json.dumps({"path": where, "bytes": nbytes, "tensors": ntensors, "shards": nshards,
+                          "seconds": round(time.time() - began, 1)}))
+    else:
+        for made in make(sys.argv[1]).values():
+            print(made)

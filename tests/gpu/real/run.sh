@@ -5,22 +5,30 @@
 #   bash tests/gpu/real/run.sh modules   the collection's modules against real servers (parts: server bench ansible)
 #   bash tests/gpu/real/run.sh cutover   the cutover under systemd 252 in a pid+mount namespace (parts: server ansible systemd)
 #   bash tests/gpu/real/run.sh heal      a unit that heals itself: liveness, busy, debris, caches (parts: server ansible systemd)
+#   bash tests/gpu/real/run.sh weights   SGLang 0.5.17's weight cache daemon as a unit: restarts that keep the weights
+#                                        (parts: server017 ansible systemd; WORK defaults to /var/lib/inferops-real/,
+#                                        outside /tmp: the units run with PrivateTmp=yes)
 # BUNDLE (default .cache/gpu-real, what `make gpu-bundle` wrote) holds the parts; WORK (default a new
 # temporary folder) is where they are unpacked. Extra arguments go to the suite's script.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$PWD
-suite=${1:?usage: run.sh trace|modules|cutover|heal [ARGS]}
+suite=${1:?usage: run.sh trace|modules|cutover|heal|weights [ARGS]}
 shift
 bundle=${BUNDLE:-$root/.cache/gpu-real}
 out=${OUT:?OUT: the folder the results go to}
-work=${WORK:-$(mktemp -d /tmp/inferops-real.XXXXXX)}
+if [ "$suite" = weights ]; then
+  work=${WORK:-$(mkdir -p /var/lib/inferops-real && mktemp -d /var/lib/inferops-real/work.XXXXXX)}
+else
+  work=${WORK:-$(mktemp -d /tmp/inferops-real.XXXXXX)}
+fi
 mkdir -p "$out" "$work"
 case $suite in
   trace) parts=(server); [ ! -e "$bundle/systemd.tar" ] || parts+=(systemd) ;;  # the .debs: which libraries the GPU machine lacks
   modules) parts=(server bench ansible) ;;
   cutover|heal) parts=(server ansible systemd) ;;
-  *) echo "run.sh: unknown suite $suite (trace, modules, cutover, heal)" >&2; exit 2 ;;
+  weights) parts=(server017 ansible systemd) ;;  # server017 is unpacked as server/: the suites' lib finds it there
+  *) echo "run.sh: unknown suite $suite (trace, modules, cutover, heal, weights)" >&2; exit 2 ;;
 esac
 t0=$EPOCHREALTIME
 unpack() {
@@ -28,7 +36,8 @@ unpack() {
   if [ "$part" = systemd ]; then
     mkdir -p "$work/debs" && tar -x -C "$work/debs" -f "$bundle/systemd.tar"
   else
-    mkdir -p "$work/$part" && xz -dc -T0 "$bundle/$part.tar.xz" | tar -x -C "$work/$part"
+    local dir=${part%017}
+    mkdir -p "$work/$dir" && xz -dc -T0 "$bundle/$part.tar.xz" | tar -x -C "$work/$dir"
   fi
 }
 pids=()
@@ -49,7 +58,7 @@ export TRITON_CACHE_DIR=$work/triton TVM_FFI_CACHE_DIR=$work/tvm-ffi
 # NVLink multicast stays off on a shared host, also for every program started with a bare environment
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1} \
   NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
-python3 "$here/make_model.py" "$work/models" > "$work/models.txt"
+python3 "$here/make_model.py" "$work/models" > "$work/models.txt"  # the tiny ones (weights.sh makes its own)
 t2=$EPOCHREALTIME
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v w="$work" -v p="${parts[*]}" \
   'BEGIN { printf "parts %s unpacked in %.1f s, model made in %.1f s, in %s\n", p, b - a, c - b, w }' | tee "$out/run.txt"
@@ -61,6 +70,7 @@ case $suite in
   modules) python3 "$here/modules.py" --models "$work/models" --work "$work/run" --out "$out" --root "$root" "$@" || rc=$? ;;
   cutover) bash "$here/cutover.sh" "$work" "$out" "$@" || rc=$? ;;
   heal) bash "$here/heal.sh" "$work" "$out" "$@" || rc=$? ;;
+  weights) bash "$here/weights.sh" "$work" "$out" "$@" || rc=$? ;;
 esac
 # a device call brings back few files: the results (*.json, run.txt) stay as they are, the rest goes into one archive
 # (beside, never over, one the suite packed itself)
