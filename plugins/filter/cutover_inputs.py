@@ -134,6 +134,12 @@ def input_problems(inputs):
             value = _whole(inputs[name])
             if value is None or value < least:
                 out.append("%s %s: a whole number >= %d" % (name, _typed(inputs[name]), least))
+    if inputs.get("cutover_weight_cache") and inputs.get("cutover_mode") not in (None, "switch"):
+        out.append("cutover_weight_cache with cutover_mode %s: the weight cache daemon's unit is installed by a switch, "
+                   "not by an adoption in place" % _show(inputs.get("cutover_mode")))
+    if inputs.get("cutover_weight_cache") and inputs.get("cutover_multinode_group"):
+        out.append("cutover_weight_cache with cutover_multinode_group %s: the weight cache runs for a server on one "
+                   "host" % _show(inputs.get("cutover_multinode_group")))
     return out
 
 

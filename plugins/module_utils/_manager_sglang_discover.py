@@ -13,7 +13,7 @@ import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
     boot as _boot, model_files as _model_files, port_units as _port_units, readiness as _readiness,
-    sglang_args as _sglang_args)
+    sglang_args as _sglang_args, weight_cache as _weight_cache)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import capture as _capture, family as _family, listeners as _listeners
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     files as _files, owner as _owner, pagecache as _pagecache, procfs as _procfs, scope as _scope, systemd as _systemd,
@@ -118,6 +118,9 @@ class SglangDiscover(Base):
         # a rerun reads the unit's own server, whose environment holds what the first run gave it
         result["caches"] = caches(cap, result["stored"] or cap, server.user, version, p.get("user") or server.user)
         result["python"] = python_of(result["stored"] or cap)
+        # the unit's weight cache daemon (cutover_weight_cache), when it has one: its state, GPU memory and loads
+        result["weight_cache"] = _weight_cache.reading(self.module.run_command, service, p["unit"] + "-weights.service",
+                                                       procs) if service else None
         result["elapsed"] = self.elapsed()
         self.module.exit_json(**result)
 

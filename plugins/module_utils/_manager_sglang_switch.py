@@ -77,6 +77,7 @@ class SglangSwitch(Base):
 
     progress = None  # the progress file, once the preflight passed (progress_file)
     staged_weights = None  # the weight cache daemon's unit, staged (prepare)
+    weights_used = False  # the unit's server maps its weights from that daemon
     told_at = None  # when tell wrote its last line
 
     def run(self):
@@ -584,6 +585,11 @@ class SglangSwitch(Base):
             except Exception as e:  # pylint: disable=broad-except
                 self.failed("cannot watch unit %s: %s" % (unit, e), result, wait_failed=True)
             checks = [watch.problem, _family.SchedulerWatch(unit=unit).problem]
+            if self.weights_used:  # the daemon the unit requires: its failure fails the unit's start
+                try:
+                    checks.append(_systemd.UnitWatch(self.module.run_command, self.weights + ".service").problem)
+                except Exception as e:  # pylint: disable=broad-except
+                    self.failed("cannot watch unit %s.service: %s" % (self.weights, e), result, wait_failed=True)
             whose = dict(unit=unit)
             gates = [lambda: _listeners.listener_problem(server.port, unit=unit), watch.active]
         if server.is_local():

@@ -357,6 +357,27 @@ caches:
                     bytes: 10485760, files: 120, complete: true}],
            environment: {TRITON_CACHE_DIR: /root/.triton/cache, TORCHINDUCTOR_CACHE_DIR: /root/.cache/torchinductor}}
   version_added: 0.3.0
+python:
+  description: The Python the server's command runs on (a console script's, from its shebang); with nothing on the
+    port, the kept capture's. Null when the command names none.
+  returned: always
+  type: str
+  sample: /opt/sglang/venv/bin/python3.12
+  version_added: 0.3.0
+weight_cache:
+  description:
+    - The unit's weight cache daemon (C(UNIT-weights.service), the cutover's C(cutover_weight_cache)), when it is
+      installed; else null.
+    - C(active_state), C(main_pid) and C(restarts) of its unit; C(gpu_memory_mib), what its processes hold on the
+      GPUs (null without C(nvidia-smi)); C(load_seconds), the weight load time SGLang logged at each start of the
+      unit in its journal, oldest first (the last ten); C(mapped), whether the last start mapped its weights from the
+      daemon; C(first_load_seconds), the first load in the journal (against the last: what a restart costs against a
+      load from the disk).
+  returned: when a server was found
+  type: dict
+  sample: {unit: sglang-30000-weights.service, active_state: active, main_pid: 4321, restarts: 0,
+           gpu_memory_mib: 16117, load_seconds: [12.7, 0.06], mapped: true, first_load_seconds: 12.7}
+  version_added: 0.3.0
 capture:
   description: argv, argv0_resolved, exe, ids (real, effective, saved, filesystem uid and gid), environment, cwd, user of the server, secrets masked.
   returned: when found

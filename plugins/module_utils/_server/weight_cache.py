@@ -15,7 +15,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    nvidia as _nvidia, procfs as _procfs, systemd as _systemd)
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
 from ansible_collections.inferops.sglang.plugins.module_utils._server.sglang_args import read_options
 
 
@@ -136,3 +140,44 @@ def local_ranks(command):
         return max(int(found.get("tp_size", 1)), 1) * max(int(found.get("pp_size", 1)), 1)
     except ValueError:
         return 1
+
+
+# What SGLang logs at each start (0.5.17 model_runner / ipc_loader; seen on a real 0.5.17): the weights' load time,
+# and that they were mapped from the daemon
+LOAD_END = re.compile(r"Load weight end\. elapsed=([0-9.]+) s")
+MAPPED = "Zero-copy: mapped"
+JOURNAL_LINES = 2000
+
+
+def reading(run, unit, daemon, procs=None):
+    """How the weight cache serves the unit (names with .service): the daemon's unit (state, main pid, restarts), its
+    processes' GPU memory (nvidia-smi, where it is), and from the unit's journal each start's weight load time by
+    SGLang's log, oldest first, whether the last start mapped its weights from the daemon, and the first load's
+    time against the last (what a restart costs against a load from the disk). None when the daemon's unit is not
+    installed (or systemd cannot be asked)."""
+    try:
+        state = _systemd.show(run, daemon, ("LoadState", "ActiveState", "SubState", "MainPID", "NRestarts"))
+    except (RuntimeError, CommandError):  # no systemd to ask: no unit of it
+        return None
+    if state.get("LoadState") != "loaded":
+        return None
+    loads, mapped = [], []
+    for line in _systemd.journal(run, unit, JOURNAL_LINES):
+        found = LOAD_END.search(line)
+        if MAPPED in line:
+            mapped.append(len(loads))
+        if found:
+            loads.append(float(found.group(1)))
+    procs = _procfs.snapshot() if procs is None else procs
+    pids = set(pid for pid in procs if _procfs.unit_of(pid) == daemon)
+    memory = None
+    smi = _nvidia.Smi(run)
+    if smi.available and pids:
+        try:
+            memory = sum(a["used_memory_mib"] or 0 for a in smi.reading()["compute_apps"] if a["pid"] in pids)
+        except (RuntimeError, OSError, ValueError, KeyError, CommandError):
+            memory = None
+    return {"unit": daemon, "active_state": state.get("ActiveState"), "main_pid": int(state.get("MainPID") or 0),
+            "restarts": int(state.get("NRestarts") or 0), "gpu_memory_mib": memory, "load_seconds": loads[-10:],
+            "mapped": bool(loads) and bool(mapped) and mapped[-1] == len(loads) - 1,
+            "first_load_seconds": loads[0] if loads else None}

@@ -81,3 +81,14 @@ def test_the_stage_s_mapping_says_each_rule_of_the_inputs_given_and_the_servers(
     assert cutover_inputs({"cutover_ports": [30001]}) == {"problems": [], "server_problems": [],
                                                           "servers": [{"port": 30001, "unit_name": "sglang-30001"}]}
     assert cutover_inputs({}) == {"problems": [], "servers": [], "server_problems": []}, "only the inputs given"
+
+
+@pytest.mark.parametrize("inputs, said", [
+    ({"cutover_weight_cache": True, "cutover_mode": "adopt"},
+     "cutover_weight_cache with cutover_mode 'adopt': the weight cache daemon's unit is installed by a switch"),
+    ({"cutover_weight_cache": True, "cutover_multinode_group": "ranks"},
+     "cutover_weight_cache with cutover_multinode_group 'ranks': the weight cache runs for a server on one host"),
+])
+def test_the_weight_cache_is_refused_where_no_switch_or_host_of_its_own_installs_it(inputs, said):
+    assert [x for x in input_problems(inputs) if x.startswith(said)]
+    assert input_problems(dict(inputs, cutover_weight_cache=False)) == []
