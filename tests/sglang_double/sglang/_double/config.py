@@ -2,7 +2,7 @@
 import os
 import sys
 
-VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.23")
+VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.17", "0.5.23")
 FAULTS = frozenset({
     "ignore_sigterm",     # SIGTERM is logged and ignored: only SIGKILL ends the server
     "orphan_workers",     # schedulers detach at start-up (new session, reparented): a parent kill misses them
