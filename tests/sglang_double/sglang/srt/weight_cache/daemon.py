@@ -12,6 +12,7 @@ or a SIGTERM to the whole group (the launcher dies of it, the rank daemon is SIG
 ends), leaves both files behind (day2.md, the live 0.5.17 server).
 """
 import argparse
+import json
 import logging
 import os
 import signal
@@ -189,6 +190,14 @@ class WeightCacheDaemon:
             send_msg(conn, {"status": "error", "message": f"Unknown request type: {req.get('type')}"})
 
 
+def _record(event):
+    """SGLANG_DOUBLE_STATE_FILE: the double's phase events (its README), here the launcher's."""
+    path = os.environ.get("SGLANG_DOUBLE_STATE_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, "time": time.time(), "pid": os.getpid()}) + "\n")
+
+
 def _read_all(path):
     for top, dummy, files in os.walk(path):
         for name in sorted(files):
@@ -303,6 +312,7 @@ def launch_weight_cache_daemons(opts, dist_init_method, timeout, force):
         f"tp_ranks={tp_rank_range.start}..{tp_rank_range.stop - 1}, "
         f"dist_init_method={dist_init_method})"
     )
+    _record("daemons_ready")  # the double's own: the launcher watches its ranks from now on
     exited = None
     try:
         while exited is None:
