@@ -388,9 +388,8 @@ def _main_0517():
         launch_weight_cache_daemons(opts, args.dist_init_method, args.timeout, args.force)
 
 
-def _main_0523():
-    """0.5.23 daemon.py:883-926: the daemon's own options, then every server option (prepare_server_args, which
-    also sets up logging: server_args.py's `logging.basicConfig(..., force=True)`)."""
+def _worker_parser_0523():
+    """0.5.23 daemon.py:109-130 (WeightCacheDaemonArgs.add_cli_args)."""
     worker_parser = argparse.ArgumentParser(add_help=False)
     worker_parser.add_argument("--gpu-id", type=int, default=None)
     worker_parser.add_argument("--tp-rank", type=int, default=None)
@@ -398,7 +397,13 @@ def _main_0523():
     worker_parser.add_argument("--dist-init-method", default=None)
     worker_parser.add_argument("--timeout", type=int, default=1800)
     worker_parser.add_argument("--force", action="store_true")
-    worker_ns, server_argv = worker_parser.parse_known_args()
+    return worker_parser
+
+
+def _main_0523():
+    """0.5.23 daemon.py:883-926: the daemon's own options, then every server option (prepare_server_args, which
+    also sets up logging: server_args.py's `logging.basicConfig(..., force=True)`)."""
+    worker_ns, server_argv = _worker_parser_0523().parse_known_args()
     from sglang.srt.server_args import prepare_server_args  # pylint: disable=import-outside-toplevel
 
     sa = prepare_server_args(server_argv)
