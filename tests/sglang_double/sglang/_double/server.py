@@ -328,6 +328,7 @@ class Server:
                         if not chunk:
                             break
                         total += len(chunk)
+        log("Loading weights: read %d bytes from %s" % (total, self.args.model_path))  # the double's own line
         self.record("read_model")
         return time.monotonic() - tic
 
@@ -415,9 +416,11 @@ class Server:
             rank_log(self.load_weight_end(elapsed))
 
     def load_weight_end(self, elapsed):
-        from sglang.srt.weight_cache import protocol  # pylint: disable=import-outside-toplevel
-
-        archs = protocol.read_model_config(self.args.model_path).get("architectures") or ["LlamaForCausalLM"]
+        try:  # config.json's architecture (the package sglang.srt.weight_cache exists only from 0.5.17)
+            with open(os.path.join(self.args.model_path, "config.json"), encoding="utf-8") as f:
+                archs = json.load(f).get("architectures") or ["LlamaForCausalLM"]
+        except (OSError, ValueError, AttributeError):
+            archs = ["LlamaForCausalLM"]
         line = "Load weight end. "
         if self.knobs.at_least("0.5.9"):
             line += "elapsed=%.2f s, " % elapsed
