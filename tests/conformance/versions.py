@@ -3,7 +3,7 @@ wheel in tests/testbed/wheels.sh)."""
 import glob
 import pathlib
 
-VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.23")
+VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.17", "0.5.23")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WHEELS = ROOT / ".cache" / "wheels" / "real"

@@ -96,10 +96,12 @@ class Double:
         for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
             (self.dev / name).touch()
         knobs.setdefault("devices", str(self.dev / "nvidia*"))
+        extra_env = knobs.pop("env", None) or {}  # other variables of the server's environment
         env = dict(os.environ, PYTHONPATH=str(DOUBLE), SGLANG_DOUBLE_LOAD_SECONDS="0.5",
                    SGLANG_DOUBLE_WARMUP_SECONDS="0.3", SGLANG_DOUBLE_HEALTH_SECONDS="0.2",
                    SGLANG_DOUBLE_WATCHDOG_SECONDS="0.5", SGLANG_DOUBLE_STATE_FILE=str(tmp_path / "state.jsonl"))
         env.update({"SGLANG_DOUBLE_" + k.upper(): str(v) for k, v in knobs.items()})
+        env.update(extra_env)
         head = [sys.executable, "-m", "sglang.launch_server"] if launcher == "module" else [
             sys.executable, str(console_script(tmp_path, "sglang", "sglang.cli.main")), "serve"]
         self.argv = [*head, "--model-path", self.model, *(["--tp", str(tp)] if tp else []), "--port", str(self.port), *args]

@@ -540,7 +540,7 @@ def unlink_all(names):
             pass
 
 
-@pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15", "0.5.23"])
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.9", "0.5.15", "0.5.17", "0.5.23"])
 def test_shm_sigkilled_server_leaves_the_versions_segments(double, version):
     d = double(args=["--tokenizer-worker-num", "2"], tp=2, version=version)
     try:

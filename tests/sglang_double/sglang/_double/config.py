@@ -2,7 +2,7 @@
 import os
 import sys
 
-VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.23")
+VERSIONS = ("0.5.5", "0.5.9", "0.5.15", "0.5.17", "0.5.23")
 FAULTS = frozenset({
     "ignore_sigterm",     # SIGTERM is logged and ignored: only SIGKILL ends the server
     "orphan_workers",     # schedulers detach at start-up (new session, reparented): a parent kill misses them
@@ -95,6 +95,12 @@ class Knobs:
         # --nnodes > 1 without --dist-timeout: how long the rendezvous at --dist-init-addr waits for every rank
         # (torch.distributed's default for the NCCL backend, 10 minutes; sglang/_double/nodes.py says where)
         self.dist_timeout_seconds = float(env.get("SGLANG_DOUBLE_DIST_TIMEOUT_SECONDS", "600"))
+        # the weights' read, after the start-up above: the engine's "Load weight end. elapsed=..." from the disk, and
+        # the weight cache daemon's "Model loaded from disk in ...s" (0.5.17 on)
+        self.weight_load_seconds = float(env.get("SGLANG_DOUBLE_WEIGHT_LOAD_SECONDS", "0.2"))
+        # --weight-cache-mode client: how often the engine's watchdog checks the daemon's pid (0.5.17
+        # sglang/srt/weight_cache/ipc_loader.py:40, 0.5.23 :43, `_DAEMON_LIVENESS_POLL_INTERVAL = 5.0`)
+        self.weight_cache_poll_seconds = float(env.get("SGLANG_DOUBLE_WEIGHT_CACHE_POLL_SECONDS", "5"))
         self.read_model = env.get("SGLANG_DOUBLE_READ_MODEL", "") == "1"
         self.device_globs = env.get("SGLANG_DOUBLE_DEVICES", "").split()
         self.state_file = env.get("SGLANG_DOUBLE_STATE_FILE") or None

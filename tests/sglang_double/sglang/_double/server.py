@@ -88,6 +88,7 @@ class Server:
         # PortArgs.init_new's instance id (0.5.15+), which names the load snapshot file (sglang/_double/shm.py)
         self.instance_id = shm.new_instance_id() if knobs.at_least("0.5.15") else None
         self.tokenizer_args = None  # multi_tokenizer_args_<pid> (--tokenizer-worker-num > 1)
+        self.scheduler_procs = []
 
     # --- records -------------------------------------------------------------------------
     def record(self, event):
@@ -128,6 +129,7 @@ class Server:
         detach = "orphan_workers" in k.faults
         pipes = []
         specs = self.scheduler_specs()
+        self.scheduler_procs = []  # the process that holds each spec's scheduler (the controller with --dp > 1)
         if a.dp_size > 1:
             rx, tx = ctx.Pipe(duplex=False)
             p = ctx.Process(target=workers.run_dp_controller, name="data_parallel_controller",
@@ -135,6 +137,7 @@ class Server:
             p.start()
             pipes.append(rx)
             self.children.append(p)
+            self.scheduler_procs = [p] * len(specs)
         else:
             for dummy, title, devices, kwargs in specs:
                 rx, tx = ctx.Pipe(duplex=False)
@@ -146,6 +149,7 @@ class Server:
                                 kwargs=dict(kwargs, ready=tx))
                 p.start()
                 pipes.append(rx)
+                self.scheduler_procs.append(p)
                 (self.leftovers if detach else self.children).append(p)
         if not self.follower:  # a rank >= 1 node runs no detokenizer and no tokenizer (engine.py, `node_rank >= 1`)
             p = ctx.Process(target=workers.run, args=("sglang::detokenizer", []))
@@ -312,7 +316,9 @@ class Server:
 
     # --- life ----------------------------------------------------------------------------
     def read_model(self):
-        """SGLANG_DOUBLE_READ_MODEL=1: read every file under --model-path, as weight loading does."""
+        """SGLANG_DOUBLE_READ_MODEL=1: read every file under --model-path, as weight loading does; the seconds it took
+        (part of the weight load's elapsed time)."""
+        tic = time.monotonic()
         total = 0
         for top, dummy, files in os.walk(self.args.model_path):
             for name in sorted(files):
@@ -322,7 +328,9 @@ class Server:
                         if not chunk:
                             break
                         total += len(chunk)
-        log("Load weight end. read %d bytes from %s" % (total, self.args.model_path))
+        log("Loading weights: read %d bytes from %s" % (total, self.args.model_path))  # the double's own line
+        self.record("read_model")
+        return time.monotonic() - tic
 
     def load(self):
         """Loading: the port stays closed until the schedulers are ready and the load time has passed."""
@@ -333,8 +341,8 @@ class Server:
         t0 = time.monotonic()
         deadline = t0 + k.load_seconds
         crash_at = t0 + k.load_seconds / 2
-        if k.read_model:
-            self.read_model()
+        cache_mode = getattr(self.args, "weight_cache_mode", None) or "off"
+        read_seconds = self.read_model() if k.read_model and cache_mode == "off" else 0.0
         next_check = t0 + k.load_poll_seconds
         while time.monotonic() < deadline or pending:
             pending = [rx for rx in pending if not _reported_ready(rx)]
@@ -354,8 +362,94 @@ class Server:
             if now >= next_check:
                 next_check = now + k.load_poll_seconds
             time.sleep(0.05)
+        self.load_weights(read_seconds)
         if self.group is not None:
             self.group.loaded()
+
+    # --- the weights ---------------------------------------------------------------------
+    def load_weights(self, read_seconds):
+        """ModelRunner.load_model of each local rank once the start-up is done: from the disk (SGLANG_DOUBLE_WEIGHT_LOAD_
+        SECONDS, plus SGLANG_DOUBLE_READ_MODEL's read), or with --weight-cache-mode client (0.5.17 on) from the
+        weight cache daemon of the rank (sglang/srt/weight_cache/ipc_loader.py), the disk only when its socket file is
+        missing. A failure is the scheduler's exception. Each rank ends with the version's "Load weight end." line
+        (0.5.5 model_executor/model_runner.py:799-804, 0.5.9 :1041-1047, 0.5.15 :1585-1591, 0.5.17 :1099-1106, 0.5.23
+        :1373-1379)."""
+        a, k = self.args, self.knobs
+        mode = getattr(a, "weight_cache_mode", None) or "off"
+        specs = self.scheduler_specs()
+        disk_done = False
+        for i, (dummy, title, dummy2, kwargs) in enumerate(specs):
+            prefix = title[len("sglang::scheduler"):].replace("_", " ")
+
+            def rank_log(msg, prefix=prefix):
+                sys.stdout.write("[%s%s] %s\n" % (datetime.now().strftime("%Y-%m-%d %H:%M:%S"), prefix, msg))
+                sys.stdout.flush()
+
+            seg = kwargs["segments"]
+            tic = time.perf_counter()
+            result = None
+            if mode == "client":
+                from sglang.srt.weight_cache import ipc_loader  # pylint: disable=import-outside-toplevel
+
+                try:
+                    result = ipc_loader.fetch(a, seg["tp_rank"], seg["pp_rank"], kwargs["gpu"], rank_log)
+                except ipc_loader.LoadError as e:
+                    rank_log("Scheduler hit an exception: Traceback (most recent call last):\n  File "
+                             "\"sglang/srt/weight_cache/ipc_loader.py\", in load_model\n%s: %s" % (e.cls_name, e))
+                    self.record("weight_cache_failed")
+                    self.scheduler_raised()
+                if result is None:
+                    rank_log("[IpcModelLoader] Weight cache not available or config mismatch, falling back to disk load")
+                else:
+                    ipc_loader.mapped(result, tic, mode, rank_log)
+                    self.record("weight_cache_mapped")
+                    self.watch_daemon(result["pid"], i)
+            if result is None:
+                if not disk_done:  # the ranks read at once
+                    if mode == "client" and k.read_model:
+                        read_seconds = self.read_model()
+                    time.sleep(k.weight_load_seconds)
+                    disk_done = True
+                elapsed = time.perf_counter() - tic + read_seconds
+            else:
+                elapsed = time.perf_counter() - tic
+            rank_log(self.load_weight_end(elapsed))
+
+    def load_weight_end(self, elapsed):
+        try:  # config.json's architecture (the package sglang.srt.weight_cache exists only from 0.5.17)
+            with open(os.path.join(self.args.model_path, "config.json"), encoding="utf-8") as f:
+                archs = json.load(f).get("architectures") or ["LlamaForCausalLM"]
+        except (OSError, ValueError, AttributeError):
+            archs = ["LlamaForCausalLM"]
+        line = "Load weight end. "
+        if self.knobs.at_least("0.5.9"):
+            line += "elapsed=%.2f s, " % elapsed
+        line += "type=%s, " % archs[0]
+        if not self.knobs.at_least("0.5.15"):
+            line += "dtype=torch.bfloat16, "
+        return line + "avail mem=62.31 GB, mem usage=15.12 GB."
+
+    def watch_daemon(self, pid, index):
+        """The client's daemon-liveness watchdog (0.5.17 weight_cache/ipc_loader.py:162-207): every 5 s a look at the
+        daemon's pid; once it is gone, the critical log and SIGKILL of the scheduler holding the mapping (the engine
+        then ends as for any scheduler killed, child_lost)."""
+        from sglang.srt.weight_cache import ipc_loader  # pylint: disable=import-outside-toplevel
+
+        target = self.scheduler_procs[index]
+
+        def watch():
+            while True:
+                time.sleep(self.knobs.weight_cache_poll_seconds)
+                if not ipc_loader.daemon_alive(pid):
+                    log(ipc_loader.daemon_died_message(pid))
+                    self.record("weight_cache_daemon_died")
+                    try:
+                        os.kill(target.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    return
+
+        threading.Thread(target=watch, name="weight-cache-daemon-watchdog", daemon=True).start()
 
     # --- several nodes -------------------------------------------------------------------
     def form_group(self):

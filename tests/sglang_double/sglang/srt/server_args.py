@@ -39,6 +39,8 @@ class ServerArgs:
             kwargs = {"dest": dest}
             if dest == "model_path":
                 kwargs["required"] = True
+            if dest == "weight_cache_mode":  # 0.5.17 server_args.py:3388-3400
+                kwargs["choices"] = ["off", "daemon", "client"]
             if nargs == 0:
                 kwargs["action"] = "store_true"
             else:
@@ -71,4 +73,17 @@ def prepare_server_args(argv):
     parser = argparse.ArgumentParser(prog="sglang serve") if at_least(emulated_version(), "0.5.15") else argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     raw_args = parser.parse_args(argv)
-    return ServerArgs.from_cli_args(raw_args)
+    server_args = ServerArgs.from_cli_args(raw_args)
+    mode = getattr(server_args, "weight_cache_mode", None) or "off"
+    if mode != "off" and getattr(server_args, "speculative_algorithm", None) is not None:
+        # 0.5.17 server_args.py:7326-7332 (ServerArgs.__post_init__), 0.5.23 arg_groups/model_path_hook.py:281-287
+        raise ValueError(
+            "--weight-cache-mode is not supported together with speculative "
+            "decoding (--speculative-algorithm): the weight cache daemon does "
+            "not export the draft model's weights. Disable one of them "
+            "(--weight-cache-mode off) for this configuration."
+        )
+    if mode == "daemon":
+        raise SystemExit("--weight-cache-mode daemon: the SGLang double does not emulate engine-spawned weight cache "
+                         "daemons; run `python -m sglang.srt.weight_cache.daemon` and --weight-cache-mode client")
+    return server_args
