@@ -371,7 +371,7 @@ weight_cache:
     - C(active_state), C(main_pid) and C(restarts) of its unit; C(gpu_memory_mib), what its processes hold on the
       GPUs (null without C(nvidia-smi)); C(load_seconds), the weight load time SGLang logged at each start of the
       unit in its journal, oldest first (the last ten); C(mapped), whether the last start mapped its weights from the
-      daemon; C(first_load_seconds), the first load in the journal (against the last: what a restart costs against a
+      daemon; C(first_load_seconds), the first load in the journal (against the last, what a restart costs against a
       load from the disk).
   returned: when a server was found
   type: dict

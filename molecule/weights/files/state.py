@@ -52,7 +52,7 @@ def state():
             "mapped": text.count("Zero-copy: mapped"), "mismatch": text.count("Daemon config mismatch"),
             "refused": text.count("refused the connection"),
             "daemons": int(subprocess.run("pgrep -c -f '[s]glang.srt.weight_cache.daemon'", shell=True,
-                                          stdout=subprocess.PIPE, universal_newlines=True).stdout.strip() or 0)}
+                                          stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout.strip() or 0)}
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ def interpreter(command):
         return None, list(command[2:])
     return None, None
 
+
 SINCE = (0, 5, 17)  # sglang/srt/weight_cache/ first ships in 0.5.17 (not in 0.5.16)
 MODULE = "sglang.srt.weight_cache.daemon"
 

@@ -305,8 +305,8 @@ def files(a):
 
 
 def generate(a):
-    body = json.dumps({"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 8,
-                                                                                     "temperature": 0.0}}).encode()
+    params = {"max_new_tokens": 8, "temperature": 0.0}
+    body = json.dumps({"text": "The capital city of France is", "sampling_params": params}).encode()
     req = urllib.request.Request("http://127.0.0.1:%d/generate" % a.port, data=body,
                                  headers={"Content-Type": "application/json"})
     t = time.time()

@@ -82,8 +82,8 @@ def backs_case():
     check("backs_once", b[d]["active_again"] == [12.0] and b[s]["active_again"] == [60.0]
           and b[d]["main_pids"] == ["20"] and b[d]["results"] == ["signal"], json.dumps({u: {k: b[u][k] for k in (
               "active_again", "main_pids", "results")} for u in b}))
-    loop = once + [row(70, s, "activating", "auto-restart", "0", "1", "exit-code"), row(80, s, "active", "running",
-                                                                                          "31", "1")]
+    loop = once + [row(70, s, "activating", "auto-restart", "0", "1", "exit-code"),
+                   row(80, s, "active", "running", "31", "1")]
     bl = weights.backs_of(loop, t0, s)
     check("backs_loop", bl["active_again"] == [60.0, 80.0] and bl["results"] == ["exit-code"],
           "active again %s, results %s" % (bl["active_again"], bl["results"]))
