@@ -153,8 +153,8 @@ JOURNAL_LINES = 2000
 def reading(run, unit, daemon, procs=None):
     """How the weight cache serves the unit (names with .service): the daemon's unit (state, main pid, restarts), its
     processes' GPU memory (nvidia-smi, where it is), and from the unit's journal each start's weight load time by
-    SGLang's log, oldest first, whether the last start mapped its weights from the daemon, and the first load's
-    time against the last (what a restart costs against a load from the disk). None when the daemon's unit is not
+    SGLang's log (its slowest rank's), oldest first, whether the last start mapped its weights from the daemon, and
+    the first load's time against the last (what a restart costs against a load from the disk). None when the daemon's unit is not
     installed (or systemd cannot be asked)."""
     try:
         state = _systemd.show(run, daemon, ("LoadState", "ActiveState", "SubState", "MainPID", "NRestarts"))
@@ -162,13 +162,17 @@ def reading(run, unit, daemon, procs=None):
         return None
     if state.get("LoadState") != "loaded":
         return None
-    loads, mapped = [], []
+    starts = [{"mapped": False, "loads": []}]  # each start of the unit in its journal: its ranks' loads
     for line in _systemd.journal(run, unit, JOURNAL_LINES):
         found = LOAD_END.search(line)
-        if MAPPED in line:
-            mapped.append(len(loads))
-        if found:
-            loads.append(float(found.group(1)))
+        if line.startswith("Starting "):  # systemd's line as it starts the unit ("Starting NAME.service - ...")
+            starts.append({"mapped": False, "loads": []})
+        elif MAPPED in line:
+            starts[-1]["mapped"] = True
+        elif found:
+            starts[-1]["loads"].append(float(found.group(1)))
+    starts = [s for s in starts if s["loads"]]
+    loads = [max(s["loads"]) for s in starts]  # a start's load: its slowest rank's
     procs = _procfs.snapshot() if procs is None else procs
     pids = set(pid for pid in procs if _procfs.unit_of(pid) == daemon)
     memory = None
@@ -180,5 +184,5 @@ def reading(run, unit, daemon, procs=None):
             memory = None
     return {"unit": daemon, "active_state": state.get("ActiveState"), "main_pid": int(state.get("MainPID") or 0),
             "restarts": int(state.get("NRestarts") or 0), "gpu_memory_mib": memory, "load_seconds": loads[-10:],
-            "mapped": bool(loads) and bool(mapped) and mapped[-1] == len(loads) - 1,
+            "mapped": bool(starts) and starts[-1]["mapped"],
             "first_load_seconds": loads[0] if loads else None}
