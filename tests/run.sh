@@ -103,13 +103,13 @@ stage_molecule() {
 molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
   # Every scenario, in five lanes at once (the scenarios mostly wait on servers loading), balanced by their times
-  # (about 23 minutes the longest lane on a 2-core machine). A lane's scenarios may share container names and SSH
+  # (about 26 minutes the longest lane on a 2-core machine). A lane's scenarios may share container names and SSH
   # ports with each other, never with another lane's: the first lane's scenarios all use the default platform
   # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
-  # Scenarios named in no lane run in the last one (inplace, multinode, ports, progress).
+  # Scenarios named in no lane run in the last one (fleet, platforms, security, weights).
   # bench measures throughput: it runs last in its lane, when fewer lanes compete for the CPU.
-  local lanes=("modules nccl_env sglang_patches systemd_unit testbed" "faults fleet habits heal"
-               "cutover versions platforms bench" "units security release" "") s i pids=() rc=0
+  local lanes=("modules nccl_env sglang_patches systemd_unit testbed bench" "ports units multinode progress"
+               "habits faults cutover" "versions release inplace heal" "") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${lanes[*]} " == *" $s "* ]] || lanes[4]+=" $s"
