@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 SERVER, DAEMON = "sglang-30000.service", "sglang-30000-weights.service"
-PROPS = ("ActiveState", "SubState", "MainPID", "NRestarts", "ActiveEnterTimestampMonotonic", "Result")
+PROPS = ("ActiveState", "SubState", "MainPID", "NRestarts", "ActiveEnterTimestampMonotonic", "Result", "ExecStart")
 
 
 def show(unit):

@@ -232,8 +232,8 @@ def _dead_pid():
 
 
 def test_expandable_segments_are_refused(wc):
-    p = wc.daemon("--gpu-id", "0", env=wc.env(PYTORCH_CUDA_ALLOC_CONF="garbage_collection_threshold:0.6,"
-                                               "expandable_segments:True"))
+    conf = "garbage_collection_threshold:0.6,expandable_segments:True"
+    p = wc.daemon("--gpu-id", "0", env=wc.env(PYTORCH_CUDA_ALLOC_CONF=conf))
     assert exited(p) == 1
     assert ("RuntimeError: [WeightCacheDaemon] PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, which is "
             "incompatible with CUDA IPC weight sharing") in text(p)
