@@ -314,6 +314,51 @@ def test_a_rollback_of_a_restart_that_changed_the_unit_puts_its_files_back_and_s
                                   ["start", "--no-block", "sglang.service"]]
 
 
+@pytest.mark.parametrize("daemon_changed", [True, False])
+def test_a_rollback_to_the_previous_unit_restarts_its_weight_cache_only_when_the_daemons_unit_changed(
+        tmp_path, daemon_changed):
+    """With a weight cache: a failed restart that changed only the server's flags is rolled back onto the daemon that
+    kept serving (no step touches it); one that changed what the daemon holds puts the daemon's unit back too, and
+    stops the daemon before the unit's start starts it again, as it was. A rollback to the captured command stops it
+    (test below)."""
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    unit_file, daemon_file = str(tmp_path / "sglang.service"), str(tmp_path / "sglang-weights.service")
+    for path in (unit_file, daemon_file):
+        with open(path, "w") as f:
+            f.write("[Service]\nExecStart=/v/python -m x --new\n")
+    kept = _state_dir.previous(state)
+    files = [dict(path=unit_file, mode=0o644, text="[Service]\nExecStart=/v/python -m x\n")]
+    if daemon_changed:
+        files.append(dict(path=daemon_file, mode=0o644, text="[Service]\nExecStart=/v/python -m d\n"))
+    with open(kept, "w") as f:
+        json.dump(dict(run="s1", unit="sglang.service", files=files), f)
+    systemd = Systemd(**{"sglang.service": dict(UnitFileState="enabled", ActiveState="failed"),
+                         "sglang-weights.service": dict(ActiveState="active", MainPID="4242")})
+    plan = dict(_rollback_plan_in(state), previous=kept,
+                weights=dict(name="sglang-weights", unit="sglang-weights.service", restart=False))
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    assert outcome["error"] is None, outcome
+    steps = ["stop server", "verify zero", "release GPUs", "restore previous unit"]
+    assert [s["step"] for s in outcome["steps"]] == steps + (["stop weight cache"] if daemon_changed else []) + [
+        "start unit"]
+    assert (["stop", "sglang-weights.service"] in systemd.calls) is daemon_changed
+    assert systemd.calls[-1] == ["start", "--no-block", "sglang.service"]
+
+
+def test_a_rollback_to_the_captured_command_stops_the_weight_cache(tmp_path):
+    """The captured command reads its weights itself: the daemon's GPU memory is freed before it starts."""
+    systemd = Systemd(**{"sglang.service": dict(UnitFileState="enabled", ActiveState="failed"),
+                         "sglang-weights.service": dict(ActiveState="active", MainPID="4242")})
+    plan = dict(_rollback_plan(tmp_path), weights=dict(name="sglang-weights", unit="sglang-weights.service",
+                                                       restart=False))
+    outcome = _switch_worker.Worker(plan, run=systemd).go()
+    steps = [s["step"] for s in outcome["steps"]]
+    assert steps[:4] == ["stop server", "verify zero", "stop weight cache", "release GPUs"], outcome
+    assert ["stop", "sglang-weights.service"] in systemd.calls
+    assert outcome["steps"][2]["main_pid"] == "4242"
+
+
 class StuckStopping(Systemd):
     """A unit whose start failed and whose server ignores SIGTERM (a real SGLang whose port was taken): systemd's stop
     sends SIGTERM and waits out TimeoutStopSec; only `systemctl kill --signal=SIGKILL` ends it."""
