@@ -78,6 +78,7 @@ class SglangSwitch(Base):
     progress = None  # the progress file, once the preflight passed (progress_file)
     staged_weights = None  # the weight cache daemon's unit, staged (prepare)
     weights_used = False  # the unit's server maps its weights from that daemon
+    weights_running = False  # that daemon's unit runs (look)
     told_at = None  # when tell wrote its last line
 
     def run(self):
@@ -213,6 +214,9 @@ class SglangSwitch(Base):
         if self.back:
             insp = self.insp = _preflight.vacant(insp, procs)
         state = _systemd.show(run, self.unit)
+        # a weight cache daemon of the unit that runs now: its stop is a step of the switch only then
+        self.weights_running = bool(self.weights) and _systemd.show(run, self.weights + ".service", (
+            "ActiveState",)).get("ActiveState") in ("active", "activating", "reloading", "deactivating")
         problems = self.problems = list(insp["problems"])
         refused = [u["summary"] for u in self.units if u["action"] == "refuse"]
         if refused:
@@ -365,8 +369,9 @@ class SglangSwitch(Base):
                     unit=self.unit, unit_name=self.name, state_dir=self.state_dir, drain=p["drain"],
                     release_strays=p["release_strays"], devices=list(p["devices"]), gpus=self.insp["gpus"],
                     rank=p["rank"], given_gpus=p["gpus"], release_users=p["release_users"])
-        if self.weights:
-            plan["weights"] = dict(name=self.weights, unit=self.weights + ".service", restart=self.weights_restart)
+        if self.weights_used or self.weights_running:
+            plan["weights"] = dict(name=self.weights, unit=self.weights + ".service",
+                                   restart=self.weights_restart and self.weights_running)
         self.committed = False
 
         if self.back and p["previous_of"]:
