@@ -59,7 +59,8 @@ json.dump(r, open(sys.argv[1], "w"), indent=1, sort_keys=True)
 EOF
   rm -f "$times"
   tar -cJf "$final/heal-logs.tar.xz" -C "$out" .
-  [ -z "$ns_pid" ] || systemd_poweroff 20 || true  # after the logs are packed: a slow poweroff loses nothing
+  # after the logs are packed: a slow poweroff loses nothing; one not done in 20 s is ended (nothing serves on)
+  [ -z "$ns_pid" ] || systemd_poweroff 20 || systemd_end
   "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); f=[k for k,v in r.items() if k != 'values' and not v['ok']]
 print('%d passed, %d failed: %s' % (len(r)-1-len(f), len(f), ' '.join(f))); sys.exit(1 if f else 0)" "$results"
 }

@@ -5,7 +5,9 @@
 #   results and times (the JSON files record and note write), t_suite ($EPOCHREALTIME at the suite's start).
 # systemd runs as PID 1 of a new pid and mount namespace (systemd_boot); everything meant for it runs inside, through
 # ns (nsenter). The servers run from a venv (WORK/venv, make_venv) that finds the bundle and the machine's torch through
-# a .pth file, as an SGLang install does.
+# a .pth file, as an SGLang install does. Each namespace booted is recorded (namespaces.py record), so that the next
+# run ends it if this one could not (run.sh: namespaces.py end, before a suite boots its own).
+lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 record() {  # NAME OK DETAIL: one check into $results
   "$py" - "$results" "$1" "$2" "$3" <<'EOF'
@@ -57,17 +59,19 @@ systemd_install() {  # the programs into /, the libraries the machine lacks into
 }
 ns_pid=
 systemd_boot() {  # LOG: systemd as PID 1 of a new pid+mount namespace (ns_pid: its pid here), running, with D-Bus
-  local state=
+  local state='' starter
   setsid env -i container=other PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     unshare --fork --pid --mount-proc --mount --propagation private /bin/sh -c 'exec /lib/systemd/systemd --system' \
     > "$1" 2>&1 < /dev/null &
+  starter=$!  # setsid, which (not a group leader in a script) execs env, which execs unshare: its pid is unshare's
   ns_pid=
   for _ in $(seq 100); do
-    ns_pid=$(pgrep -x systemd -P "$(pgrep -n -x unshare)" 2>/dev/null || true)
+    ns_pid=$(pgrep -x systemd -P "$starter" 2>/dev/null || pgrep -x systemd -P "$(pgrep -n -x unshare)" 2>/dev/null || true)
     [ -n "$ns_pid" ] && break
     sleep 0.1
   done
   [ -n "$ns_pid" ] || fail_all "systemd did not start: $(tail -5 "$1")"
+  "$py" "$lib_dir/namespaces.py" record "$ns_pid" "$$" || true
   for _ in $(seq 120); do
     state=$(ns systemctl is-system-running 2>/dev/null || true)
     case $state in running|degraded) break ;; esac
@@ -91,7 +95,20 @@ systemd_poweroff() {  # [TIMEOUT]: powers the namespace's systemd off (its units
   done
   return 1
 }
+systemd_end() {  # the namespace ended at once (SIGKILL of its PID 1: the kernel ends everything in it), waited for
+  "$py" "$lib_dir/namespaces.py" kill "$ns_pid"
+}
 ns() { nsenter -t "$ns_pid" -m -p "$@"; }
+watch_start() {  # PROGRAM [ARGS]: a watcher run with $py inside the namespace, in the background; watcher: its nsenter.
+  # One command, never a function (`ns ... &` or `f &` forks a subshell: $! is the subshell, whose kill leaves the
+  # python running and holding the suite's output open: the device call then waits for its limit); its output to a file
+  nsenter -t "$ns_pid" -m -p "$py" "$@" > /dev/null 2>> "$out/watch.err" < /dev/null &
+  watcher=$!
+}
+watch_stop() {  # the watcher: its python (a child of its nsenter) and the nsenter
+  [ -z "${watcher:-}" ] || { pkill -TERM -P "$watcher"; kill "$watcher"; } 2>/dev/null
+  watcher=
+}
 
 # --- the servers' venv, and what the playbooks run with -------------------------------------------
 make_venv() {  # venv: WORK/venv; the collection linked under WORK/collections
@@ -130,10 +147,11 @@ ${2:-}
 EOF
   echo "$work/inventory-$1.yml"
 }
-playbook() {  # LOG INVENTORY PLAYBOOK [ARGS]: ansible-playbook inside the namespace
+playbook() {  # LOG INVENTORY PLAYBOOK [ARGS]: ansible-playbook inside the namespace; playbook_timeout (seconds, 0:
+  # none) ends it (rc 124) so that a step cannot outrun a suite's budget
   local log=$1 inv=$2 pb=$3
   shift 3
-  ns env -i "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root LANG=C.UTF-8 \
+  ns timeout -k 10 "${playbook_timeout:-0}" env -i "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root LANG=C.UTF-8 \
     "PYTHONPATH=$work/ansible" "ANSIBLE_COLLECTIONS_PATH=$work/collections" ANSIBLE_LOCALHOST_WARNING=0 \
     ANSIBLE_NOCOLOR=1 ANSIBLE_FORKS=1 "$py" -m ansible playbook -i "$inv" "$root/playbooks/$pb" "$@" > "$out/$log" 2>&1
 }

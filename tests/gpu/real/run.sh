@@ -10,7 +10,12 @@
 #                                        outside /tmp: the units run with PrivateTmp=yes)
 # BUNDLE (default .cache/gpu-real, what `make gpu-bundle` wrote) holds the parts; WORK (default a new
 # temporary folder) is where they are unpacked. Extra arguments go to the suite's script.
+# The suites with a systemd namespace (cutover, heal, weights) start from a clean machine: what an earlier call left
+# running (its namespace, setsid, outlives the call) is ended, what it installed removed, the GPUs' memory waited for
+# (namespaces.py end; said in run.txt). INFEROPS_REAL_T0, this script's start, is where a suite's budget counts from.
 set -euo pipefail
+t0=$EPOCHREALTIME
+export INFEROPS_REAL_T0=$t0
 here=$(cd "$(dirname "$0")" && pwd)
 root=$PWD
 suite=${1:?usage: run.sh trace|modules|cutover|heal|weights [ARGS]}
@@ -24,13 +29,17 @@ else
 fi
 mkdir -p "$out" "$work"
 case $suite in
+  cutover|heal|weights) python3 "$here/namespaces.py" end --keep "$work" > "$work/earlier.txt" 2>&1 ||
+                          echo "earlier run: namespaces.py end failed (rc $?)" >> "$work/earlier.txt" ;;
+esac
+case $suite in
   trace) parts=(server); [ ! -e "$bundle/systemd.tar" ] || parts+=(systemd) ;;  # the .debs: which libraries the GPU machine lacks
   modules) parts=(server bench ansible) ;;
   cutover|heal) parts=(server ansible systemd) ;;
   weights) parts=(server017 ansible systemd) ;;  # server017 is unpacked as server/: the suites' lib finds it there
   *) echo "run.sh: unknown suite $suite (trace, modules, cutover, heal, weights)" >&2; exit 2 ;;
 esac
-t0=$EPOCHREALTIME
+t_parts=$EPOCHREALTIME
 unpack() {
   local part=$1
   if [ "$part" = systemd ]; then
@@ -60,8 +69,10 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=
   NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
 python3 "$here/make_model.py" "$work/models" > "$work/models.txt"  # the tiny ones (weights.sh makes its own)
 t2=$EPOCHREALTIME
-awk -v a="$t0" -v b="$t1" -v c="$t2" -v w="$work" -v p="${parts[*]}" \
-  'BEGIN { printf "parts %s unpacked in %.1f s, model made in %.1f s, in %s\n", p, b - a, c - b, w }' | tee "$out/run.txt"
+{ [ ! -e "$work/earlier.txt" ] || cat "$work/earlier.txt"
+  awk -v s="$t0" -v a="$t_parts" -v b="$t1" -v c="$t2" -v w="$work" -v p="${parts[*]}" \
+    'BEGIN { printf "parts %s unpacked in %.1f s, model made in %.1f s, in %s (%.1f s since the start)\n", p, b - a, c - b, w, c - s }'
+} | tee "$out/run.txt"
 
 rc=0
 case $suite in

@@ -4,10 +4,18 @@
       Copies stdin to FILE, each line prefixed with its arrival (epoch seconds and a tab): a hand-launched server's
       log with times as precise as the journal's.
   weights.py watch FILE UNIT...
-      `systemctl show` of the units every 0.2 s, a JSON line (with "unit") at each change of one (until killed).
+      `systemctl show` of the units every 0.2 s, a JSON line (with "unit") at each change of one, until killed or
+      until its parent is gone (it never outlives the shell or nsenter that started it). Run it where the units'
+      systemd is (inside the namespace): a systemctl that reads no state is written as an "error" line, never as a
+      row without state.
   weights.py backs FILE SINCE UNIT...
       From a watch file, per unit after SINCE (epoch): when it left active, its results, each time it became active
-      again (a crash loop shows as several), its MainPIDs, NRestarts.
+      again (a leave of active and a return, or a new ActiveEnterTimestamp: a crash loop shows as several), whether
+      it left active again after its first return, its MainPIDs, NRestarts, how many rows held a state, the errors.
+  weights.py once FILE SINCE SERVER DAEMON N0 N1
+      The kill step's verdict from the watch file: each unit active again exactly once after SINCE and not left
+      since, the daemon's NRestarts N0 -> N1 exactly one more (its Restart=; the server's unit is restarted by
+      systemd as a job of its Requires=, its own NRestarts unchanged under systemd 252), the server's MainPID new.
   weights.py phases LOG SINCE [--probes FILE] [--unit UNIT]
       Where a start's time went, from SGLang's own log lines in LOG (`journalctl -o json` lines, or a stamped log):
       the old engine's stop, the launcher's imports, the scheduler's start, the weight load (SGLang's own
@@ -181,49 +189,85 @@ def phases(a):
 
 
 # --- systemd --------------------------------------------------------------------------------------
-WATCHED = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID")
+WATCHED = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ActiveEnterTimestampMonotonic")
 
 
-def show(unit, props):
-    out = subprocess.run(["systemctl", "show", unit] + ["-p" + p for p in props], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, universal_newlines=True, check=False).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+def read_state(unit):
+    """(state, error): systemctl show's properties of the unit, or why they could not be read (a systemctl with no
+    systemd to ask prints nothing: outside the namespace, the machine has none)."""
+    try:
+        p = subprocess.run(["systemctl", "show", unit] + ["-p" + w for w in WATCHED], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, "systemctl show %s: %s" % (unit, e)
+    state = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    if p.returncode != 0 or not state.get("ActiveState"):
+        return None, "systemctl show %s: rc %d, no ActiveState: %s" % (unit, p.returncode,
+                                                                      (p.stderr.strip() or p.stdout.strip())[:200])
+    return state, None
+
+
+def die_with_parent():
+    """SIGTERM when the parent (the shell, or the nsenter that entered the namespace) is gone: a watch never outlives
+    who started it (from inside a pid namespace its parent outside reads as 0, before and after it is gone)."""
+    try:
+        import ctypes  # pylint: disable=import-outside-toplevel
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 15, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGTERM
+    except (OSError, AttributeError):
+        pass
 
 
 def watch(a):
-    before = {}
+    before, parent = {}, os.getppid()
+    die_with_parent()
     with open(a.file, "a") as f:
-        while True:
+        while os.getppid() == parent:  # orphaned: the shell or nsenter that started it is gone
             for unit in a.units:
-                now = show(unit, WATCHED)
+                state, error = read_state(unit)
+                now = state if state is not None else {"error": error}
                 if now != before.get(unit):
                     f.write(json.dumps(dict(now, unit=unit, t=round(time.time(), 3))) + "\n")
                     f.flush()
                     before[unit] = now
             time.sleep(0.2)
+    return 0
 
 
 def backs_of(rows, since, unit):
-    out = {"left_active": None, "results": [], "active_again": [], "main_pids": [], "n_restarts": None,
-           "states": []}
-    was_active = None
+    out = {"left_active": None, "results": [], "active_again": [], "left_again": [], "main_pids": [],
+           "n_restarts": None, "states": [], "read": 0, "errors": []}
+    was_active, entered = None, None
     for r in rows:
         if r.get("unit") != unit:
             continue
+        if "error" in r or not r.get("ActiveState"):  # nothing read: neither a state nor a change of one
+            if r["t"] >= since and (r.get("error") or "no state") not in out["errors"]:
+                out["errors"].append(r.get("error") or "a row without ActiveState")
+            continue
         active = r.get("ActiveState") == "active"
+        enter = r.get("ActiveEnterTimestampMonotonic")
         if r["t"] >= since:
+            out["read"] += 1
             out["states"].append("%.1f %s/%s %s %s %s" % (r["t"] - since, r.get("ActiveState"), r.get("SubState"),
                                                           r.get("Result"), r.get("NRestarts"), r.get("MainPID")))
             if out["left_active"] is None and not active:
                 out["left_active"] = round(r["t"] - since, 3)
+            if not active and was_active and out["active_again"]:
+                out["left_again"].append(round(r["t"] - since, 3))  # left active after it came back: a loop
             if r.get("Result") not in (None, "success") and r.get("Result") not in out["results"]:
                 out["results"].append(r.get("Result"))
-            if active and was_active is False:
+            # an activation: from a state that was not active, or a new ActiveEnterTimestamp (a return between two
+            # polls of the watch, the inactive spell unseen)
+            if active and (was_active is False or (enter not in (None, "0") and entered is not None
+                                                   and enter != entered)):
                 out["active_again"].append(round(r["t"] - since, 3))
             if active and r.get("MainPID") not in (None, "0") and r.get("MainPID") not in out["main_pids"]:
                 out["main_pids"].append(r.get("MainPID"))
             out["n_restarts"] = r.get("NRestarts")
         was_active = active
+        if enter not in (None, "0"):
+            entered = enter
     return out
 
 
@@ -232,6 +276,40 @@ def backs(a):
         rows = [json.loads(line) for line in f if line.strip()]
     print(json.dumps({u: backs_of(rows, a.since, u) for u in a.units}))
     return 0
+
+
+def once_of(rows, since, server, daemon, n0, n1):
+    """The kill step's verdict: {"ok", "why": [what failed], and the backs of both units}."""
+    b = {u: backs_of(rows, since, u) for u in (server, daemon)}
+    why = []
+    for u, name in ((daemon, "daemon"), (server, "server")):
+        v = b[u]
+        if not v["read"]:
+            why.append("the watch read no state of the %s's unit after the kill (%s)" % (
+                name, "; ".join(v["errors"]) or "no row"))
+            continue
+        if len(v["active_again"]) != 1:
+            why.append("the %s's unit became active %d times (at %s), not once" % (
+                name, len(v["active_again"]), v["active_again"]))
+        if v["left_again"]:
+            why.append("the %s's unit left active again after it came back (at %s)" % (name, v["left_again"]))
+        if v["errors"]:
+            why.append("the watch could not read the %s's unit: %s" % (name, "; ".join(v["errors"])))
+    try:
+        more = int(n1) - int(n0)
+    except (TypeError, ValueError):
+        more = None
+    if more != 1:
+        why.append("the daemon's NRestarts %s -> %s: not one restart" % (n0, n1))
+    return {"ok": not why, "why": why, "backs": b}
+
+
+def once(a):
+    with open(a.file) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    v = once_of(rows, a.since, a.server, a.daemon, a.n0, a.n1)
+    print(json.dumps(v))
+    return 0 if v["ok"] else 1
 
 
 # --- the GPU and the daemon's files -------------------------------------------------------------------
@@ -444,6 +522,13 @@ def main(argv):
     b.add_argument("file")
     b.add_argument("since", type=float)
     b.add_argument("units", nargs="+")
+    o = sub.add_parser("once")
+    o.add_argument("file")
+    o.add_argument("since", type=float)
+    o.add_argument("server")
+    o.add_argument("daemon")
+    o.add_argument("n0")
+    o.add_argument("n1")
     ph = sub.add_parser("phases")
     ph.add_argument("log")
     ph.add_argument("since", type=float)
@@ -459,10 +544,10 @@ def main(argv):
     sm.add_argument("--md")
     sm.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    run = {"stamp": stamp, "watch": watch, "backs": backs, "phases": phases, "gpu": gpu, "files": files,
+    run = {"stamp": stamp, "watch": watch, "backs": backs, "once": once, "phases": phases, "gpu": gpu, "files": files,
            "generate": generate, "summary": summary}.get(a.cmd)
     if run is None:
-        p.error("a command: stamp, watch, backs, phases, gpu, files, generate, summary")
+        p.error("a command: stamp, watch, backs, once, phases, gpu, files, generate, summary")
     return run(a)
 
 

@@ -17,7 +17,8 @@
 #   badflag   the cutover with an unknown flag (WEIGHTS_BAD_ARGS): back to the previous unit, the daemon still serving
 #   nocache   the cutover with cutover_weight_cache: false, then the same restart without the cache with a warm page
 #             cache and a cold one (drop_caches): the comparison
-# GPU memory per process (nvidia-smi) at each stage. WEIGHTS_BUDGET_S (540): a step that no longer fits is left out and
+# GPU memory per process (nvidia-smi) at each stage. WEIGHTS_BUDGET_S (540, from run.sh's start, 45 s of it kept for
+# the finish): a step that no longer fits is left out and
 # said so; the logs are packed whatever happens. WEIGHTS_SKIP="restart flag ..." leaves steps out (a second call
 # continues the first: `weights.py summary` merges both). Without `cold`, the cutover is given the command
 # (cutover_command) instead of capturing a hand-launched server.
@@ -38,6 +39,11 @@ t_suite=$EPOCHREALTIME
 . "$here/lib.sh"
 
 budget=${WEIGHTS_BUDGET_S:-540}
+# the budget counts from run.sh's start (its unpacking and models, the earlier run's namespace ended) and holds what
+# finish needs after the last step: the journals, the summary, the pack, the poweroff (20 s) or the namespace's end,
+# run.sh's own pack (~25 s in all; the reserve leaves room)
+t_call=${INFEROPS_REAL_T0:-$t_suite}
+reserve=${WEIGHTS_RESERVE_S:-45}
 port=${WEIGHTS_PORT:-30020}
 unit=sglang-$port.service
 daemon=sglang-$port-weights.service
@@ -45,7 +51,8 @@ bad_args=${WEIGHTS_BAD_ARGS:---no-such-flag}
 model=$work/models/llama8b
 w() { "$py" "$here/weights.py" "$@"; }        # outside the namespace (nvidia-smi's pids are the host's)
 wns() { ns "$py" "$here/weights.py" "$@"; }   # inside (systemctl)
-left() { awk -v a="$t_suite" -v b="$EPOCHREALTIME" -v n="$budget" 'BEGIN{printf "%d", n - (b - a)}'; }
+left() { awk -v a="$t_call" -v b="$EPOCHREALTIME" -v n="$budget" -v r="$reserve" 'BEGIN{printf "%d", n - r - (b - a)}'; }
+capped() { local l; l=$(left); (( l < 1 )) && l=1; echo $(( $1 < l ? $1 : l )); }  # SECONDS: no more than the budget left
 skipped() { [[ " ${WEIGHTS_SKIP:-} " == *" $1 "* ]]; }
 fits() {  # STEP SECONDS: not skipped and the budget has room, else said so in the results
   if skipped "$1"; then note "left_out_$1" '"on purpose (WEIGHTS_SKIP)"'; return 1; fi
@@ -64,8 +71,10 @@ journal() {  # UNIT SINCE FILE: the unit's journal since SINCE, as JSON lines
 }
 finish() {  # the journals, the hand logs, weights.json with the values and the paper, the logs packed
   trap - EXIT
-  kill "${watcher:-}" "${probe:-}" 2>/dev/null
+  watch_stop
+  kill "${probe:-}" 2>/dev/null
   note suite_s "$(now)"
+  note call_s "$(since "$t_call")"
   [ -z "$ns_pid" ] || ns journalctl --no-pager -o short-monotonic -u "$unit" -u "$daemon" > "$out/journal.txt" 2>&1
   for f in "$work"/hand*.log; do [ -e "$f" ] && tail -c 60000 "$f" > "$out/$(basename "$f")"; done
   "$py" - "$results" "$times" <<'EOF'
@@ -77,7 +86,9 @@ EOF
   rm -f "$times"
   w summary --md "$final/weights-summary.md" "$results" > "$final/weights-summary.json" 2>&1
   tar -cJf "$final/weights-logs.tar.xz" -C "$out" .
-  [ -z "$ns_pid" ] || systemd_poweroff 20 || true  # after the logs are packed: a slow poweroff loses nothing
+  # after the logs are packed: a slow poweroff loses nothing; one that did not end in 20 s is ended (nothing of this
+  # run may serve on into the next call)
+  [ -z "$ns_pid" ] || systemd_poweroff 20 || systemd_end
   "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); f=[k for k,v in r.items() if k != 'values' and not v['ok']]
 p=[k for k,v in r.items() if k != 'values' and v['ok']]
 print('%d passed, %d failed: %s' % (len(p), len(f), ' '.join(f)))
@@ -104,8 +115,9 @@ server_model=$model
 server_flags=(--tp 1 --attention-backend triton --sampling-backend pytorch --disable-cuda-graph
               --mem-fraction-static 0.5 --max-total-tokens 32768 --max-running-requests 16)
 server_env HOME=/root "TRITON_CACHE_DIR=$TRITON_CACHE_DIR" "TVM_FFI_CACHE_DIR=$TVM_FFI_CACHE_DIR"
-w watch "$out/watch.jsonl" "$unit" "$daemon" &
-watcher=$!
+# the watch runs inside the namespace, where the units' systemd is (outside, systemctl has none to ask: the watch of
+# the first H100 run read nothing); watch_start (lib.sh): $watcher is its nsenter; it ends by itself once that is gone
+watch_start "$here/weights.py" watch "$out/watch.jsonl" "$unit" "$daemon"
 gpu_note start
 
 cache_inv() {  # [EXTRA YAML]: the inventory of a cutover with the weight cache on
@@ -123,9 +135,9 @@ cutover_step() {  # NAME INVENTORY: the cutover under the prober; rc, gap, the s
   probe=$(prober_start "$port" "$name")
   prober_ready "$name"
   t_step=$EPOCHREALTIME
-  playbook "$name.log" "$inv" cutover.yml
+  playbook_timeout=$(capped 600) playbook "$name.log" "$inv" cutover.yml  # a step never runs past the budget
   step_rc=$?
-  healthy "$port" 120
+  healthy "$port" "$(capped 120)"
   kill "$probe"
   probe=
   journal "$unit" "$t_step" "$out/journal-$name.json"
@@ -140,8 +152,8 @@ if ! skipped cold; then
   t=$EPOCHREALTIME
   note launched_hand "$(now)"
   ns "${senv[@]}" setsid nohup "$venv/bin/python" -m sglang.launch_server --model-path "$model" --host 127.0.0.1 \
-    --port "$port" "${server_flags[@]}" < /dev/null 2>&1 | w stamp "$work/hand.log" &
-  if healthy "$port" 400 hand; then
+    --port "$port" "${server_flags[@]}" < /dev/null 2>&1 | w stamp "$work/hand.log" > /dev/null 2>&1 &
+  if healthy "$port" "$(capped 400)" hand; then
     note cold "$(w phases "$work/hand.log" "$t" | "$py" -c 'import json, sys; v = json.load(sys.stdin); v["start_s"] = float(sys.argv[1]); print(json.dumps(v))' "$(since "$t")")"
     gpu_note cold
     gen=$(w generate "$port")
@@ -188,7 +200,7 @@ if ns systemctl is-active -q "$daemon" && fits restart 90; then
   t_step=$EPOCHREALTIME
   ns systemctl restart --no-block "$unit"
   sleep 1
-  healthy "$port" 240
+  healthy "$port" "$(capped 240)"
   kill "$probe"
   probe=
   journal "$unit" "$t_step" "$out/journal-restart.json"
@@ -216,23 +228,25 @@ fi
 if ns systemctl is-active -q "$daemon" && fits kill 150; then
   ns systemctl reset-failed "$unit" "$daemon" 2>/dev/null
   d0=$(mainpid "$daemon")
+  s0=$(mainpid "$unit")
   n0s=$(ns systemctl show -p NRestarts --value "$unit")
   n0d=$(ns systemctl show -p NRestarts --value "$daemon")
   t_step=$EPOCHREALTIME
   ns systemctl kill -s SIGKILL "$daemon"
   back=false
-  for _ in $(seq 240); do  # both active again and serving (2 min at most)
+  for _ in $(seq $(( $(capped 120) * 2 ))); do  # both active again and serving (2 min at most)
     if ns systemctl is-active -q "$daemon" && ns systemctl is-active -q "$unit" && [ "$(status_of "$port")" = 200 ]; then
       back=true; break
     fi
     sleep 0.5
   done
   note kill_back_s "$(since "$t_step")"
-  sleep 15  # a crash loop would show within this
+  sleep 15  # a loop would show within this (RestartSec=10): a second activation, or a leave of active after the return
   journal "$unit" "$t_step" "$out/journal-kill.json"
   journal "$daemon" "$t_step" "$out/journal-kill-daemon.json"
-  b=$(w backs "$out/watch.jsonl" "$t_step" "$unit" "$daemon")
-  note kill "$b"
+  once=$(w once "$out/watch.jsonl" "$t_step" "$unit" "$daemon" "$n0d" "$(ns systemctl show -p NRestarts --value "$daemon")")
+  b=$(json_get "$once" backs)
+  note kill "$once"
   note kill_server "$(wns phases "$out/journal-kill.json" "$t_step" --unit "$unit")"
   gpu_note kill
   wfiles=$(wns files "$daemon")
@@ -243,10 +257,9 @@ if ns systemctl is-active -q "$daemon" && fits kill 150; then
   n1s=$(ns systemctl show -p NRestarts --value "$unit")
   n1d=$(ns systemctl show -p NRestarts --value "$daemon")
   gen=$(w generate "$port")
-  backs_d=$(json_get "$b" "$daemon" active_again | "$py" -c 'import json, sys; print(len(json.load(sys.stdin) or []))')
-  backs_s=$(json_get "$b" "$unit" active_again | "$py" -c 'import json, sys; print(len(json.load(sys.stdin) or []))')
-  record daemon_killed_both_back_once "$(ok '$back && [ "$backs_d" = 1 ] && [ "$backs_s" = 1 ] && $in_order && [ "$refused" = 0 ] && [ "$(json_get "$gen" status)" = 200 ] && [ "$(mainpid "$daemon")" != "$d0" ]')" \
-    "back in $(json_get "$(cat "$times")" kill_back_s) s: $back; active again $backs_d/$backs_s time(s); daemon active again at $(json_get "$b" "$daemon" active_again), server at $(json_get "$b" "$unit" active_again); NRestarts daemon $n0d -> $n1d, server $n0s -> $n1s; the new server's main process after the ready file: $in_order; refused/mismatch lines $refused; generate $(json_get "$gen" status)"
+  once_ok=$(json_get "$once" ok)
+  record daemon_killed_both_back_once "$(ok '$back && [ "$once_ok" = true ] && $in_order && [ "$refused" = 0 ] && [ "$(json_get "$gen" status)" = 200 ] && [ "$(mainpid "$daemon")" != "$d0" ] && [ "$(mainpid "$unit")" != "$s0" ]')" \
+    "back in $(json_get "$(cat "$times")" kill_back_s) s: $back; once: $once_ok $(json_get "$once" why); daemon active again at $(json_get "$b" "$daemon" active_again), server at $(json_get "$b" "$unit" active_again); NRestarts daemon $n0d -> $n1d, server $n0s -> $n1s; MainPID daemon $d0 -> $(mainpid "$daemon"), server $s0 -> $(mainpid "$unit"); the new server's main process after the ready file: $in_order; refused/mismatch lines $refused; generate $(json_get "$gen" status)"
 fi
 
 # --- badflag: an unknown flag through the cutover, rolled back ---------------------------------------
@@ -278,7 +291,7 @@ if fits nocache 200; then
     t_step=$EPOCHREALTIME
     ns systemctl restart --no-block "$unit"
     sleep 1
-    healthy "$port" 240
+    healthy "$port" "$(capped 240)"
     kill "$probe"
     probe=
     journal "$unit" "$t_step" "$out/journal-nocache-$temp.json"

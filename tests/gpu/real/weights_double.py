@@ -5,6 +5,18 @@
   (day2.md): the old engine's stop, the launcher's imports, the scheduler's start, `Zero-copy: mapped 291 tensors`,
   `Load weight end. elapsed=0.06 s`, the port, the warm-up and the first /health 200 of a prober;
 - backs: a watch file where the daemon was SIGKILLed and both units came back once, and one with a crash loop;
+- watch: `weights.py watch` against a systemctl that replays systemd 252's kill sequence (the daemon's Restart=, the
+  server's unit restarted as a job of its Requires=): both back once; against one with no systemd to ask (the
+  machine outside the namespace, where the first H100 run's watch ran): error lines, and the verdict fails; the
+  watch ends once its parent is gone;
+- once: the kill step's verdict: the real sequence passes, the H100 run's empty watch, a loop, a unit not back, a
+  unit that left again, two daemon restarts each fail; a return between two polls still counts;
+- watch_start (lib.sh) in a real pid namespace: the suite's shell exits and its output closes at once, the watcher
+  gone (the first H100 call waited for its 600-s limit on a watcher that outlived the suite);
+- namespaces: an earlier run's namespace (a real pid+mount namespace whose PID 1 is named systemd, a server in it)
+  found without a record and ended with all in it; one whose suite still runs left alone; what the earlier run
+  installed and its WORK removed, the current WORK kept; a process outside whose command line names systemd and
+  unshare untouched;
 - files: the daemon's socket and ready file in a unit's private /tmp, none in the shared /tmp;
 - the SGLang double as 0.5.15 launched through `weights.py stamp`: the port, the warm-up and a generation read from
   its stamped log (the double logs neither `server_args=ServerArgs(` nor `elapsed=`: those are read only from the
@@ -87,6 +99,254 @@ def backs_case():
     bl = weights.backs_of(loop, t0, s)
     check("backs_loop", bl["active_again"] == [60.0, 80.0] and bl["results"] == ["exit-code"],
           "active again %s, results %s" % (bl["active_again"], bl["results"]))
+
+
+FAKE_SYSTEMCTL = r"""#!%(py)s
+import json, os, sys, time
+mode = os.environ.get("FAKE_SYSTEMCTL", "none")
+if mode == "none":  # what the machine's own systemctl says outside the namespace
+    sys.stderr.write("System has not been booted with systemd as init system (PID 1). Can't operate.\n")
+    sys.exit(1)
+with open(mode) as f:
+    script = json.load(f)
+unit = [a for a in sys.argv[1:] if not a.startswith("-") and a != "show"][0]
+props = [a[2:] for a in sys.argv[1:] if a.startswith("-p")]
+dt = time.time() - script["t0"]
+state = [row for row in script[unit] if row[0] <= dt][-1][1]
+print("\n".join("%%s=%%s" %% (p, state.get(p, "")) for p in props))
+"""
+
+S_UNIT, D_UNIT = "sglang-30020.service", "sglang-30020-weights.service"
+
+
+def state(active, sub, result, n, pid, enter):
+    return {"ActiveState": active, "SubState": sub, "Result": result, "NRestarts": n, "MainPID": pid,
+            "ActiveEnterTimestampMonotonic": enter}
+
+
+# systemd 252 after `systemctl kill -s SIGKILL` of the daemon's unit (the H100 run's journal, times shortened; the
+# kill at 1.0): the daemon fails, its Restart= schedules a restart (NRestarts 1), which restarts the server's unit
+# that Requires= it as a job (the engine had exited by itself: its own NRestarts stays 0); both active once more
+SEQ_252 = {
+    D_UNIT: [(0, state("active", "running", "success", "0", "10", "100")),
+             (1.1, state("failed", "failed", "signal", "0", "0", "100")),
+             (1.3, state("activating", "auto-restart", "signal", "1", "0", "100")),
+             (2.0, state("activating", "start", "signal", "1", "20", "100")),
+             (2.8, state("active", "running", "signal", "1", "20", "280"))],
+    S_UNIT: [(0, state("active", "running", "success", "0", "11", "100")),
+             (1.4, state("deactivating", "stop-sigterm", "success", "0", "11", "100")),
+             (1.6, state("inactive", "dead", "success", "0", "0", "100")),
+             (2.8, state("activating", "start", "success", "0", "21", "100")),
+             (3.6, state("active", "running", "success", "0", "21", "360"))]}
+
+
+def rows_of(seq, t0):
+    return sorted(([dict(st, unit=u, t=t0 + dt) for dt, st in seq[u]] for u in seq), key=len)[0] + \
+        sorted(([dict(st, unit=u, t=t0 + dt) for dt, st in seq[u]] for u in seq), key=len)[1]
+
+
+def watch_case(work):
+    bindir = os.path.join(work, "fakebin")
+    os.makedirs(bindir, exist_ok=True)
+    with open(os.path.join(bindir, "systemctl"), "w") as f:
+        f.write(FAKE_SYSTEMCTL % {"py": sys.executable})
+    os.chmod(os.path.join(bindir, "systemctl"), 0o755)
+    for mode in ("replay", "none"):
+        path = os.path.join(work, "watch-%s.jsonl" % mode)
+        if os.path.exists(path):
+            os.unlink(path)
+        t0 = time.time()
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], FAKE_SYSTEMCTL="none")
+        if mode == "replay":
+            env["FAKE_SYSTEMCTL"] = os.path.join(work, "seq.json")
+            with open(env["FAKE_SYSTEMCTL"], "w") as f:
+                json.dump(dict(SEQ_252, t0=t0), f)
+        # started by a shell that exits after 4.5 s: the watch must end by itself then (never killed here)
+        sh = subprocess.Popen(["sh", "-c", '"$0" "$1" watch "$2" "$3" "$4" & echo $!; sleep 4.5',
+                               sys.executable, os.path.join(HERE, "weights.py"), path, S_UNIT, D_UNIT],
+                              env=env, stdout=subprocess.PIPE, universal_newlines=True)
+        pid = int(sh.stdout.readline())
+        sh.wait(20)
+        ended = False
+        for _ in range(30):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                ended = True
+                break
+            time.sleep(0.1)
+        if not ended:
+            os.kill(pid, 9)  # the watch this case started
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        v = weights.once_of(rows, t0 + 1.0, S_UNIT, D_UNIT, "0", "1")
+        if mode == "replay":
+            check("watch_252", ended and v["ok"] and v["backs"][D_UNIT]["active_again"] and
+                  v["backs"][S_UNIT]["main_pids"] == ["21"],
+                  "ended with its shell: %s; once %s %s; daemon %s; server %s" % (
+                      ended, v["ok"], v["why"], v["backs"][D_UNIT]["states"], v["backs"][S_UNIT]["states"]))
+        else:
+            check("watch_no_systemd", ended and all("error" in r for r in rows) and rows and not v["ok"]
+                  and "read no state" in " ".join(v["why"]),
+                  "ended: %s; rows %s; once %s %s" % (ended, rows[:2], v["ok"], v["why"]))
+
+
+def once_case():
+    t0 = 5000.0
+    rows = rows_of(SEQ_252, t0)
+    good = weights.once_of(rows, t0 + 1.0, S_UNIT, D_UNIT, "0", "1")
+    # the first H100 call's watch.jsonl as it came back: run outside the namespace, it read no state at all
+    empty = [{"unit": S_UNIT, "t": t0 - 100}, {"unit": D_UNIT, "t": t0 - 100}]
+    loop = rows + [dict(state("activating", "auto-restart", "exit-code", "1", "0", "360"), unit=S_UNIT, t=t0 + 9),
+                   dict(state("active", "running", "exit-code", "1", "31", "1900"), unit=S_UNIT, t=t0 + 19)]
+    not_back = [r for r in rows if not (r["unit"] == S_UNIT and r["ActiveState"] == "active" and r["t"] > t0 + 1)]
+    left = rows + [dict(state("deactivating", "stop-sigterm", "exit-code", "0", "21", "360"), unit=S_UNIT, t=t0 + 9)]
+    # a return between two polls: the watch never saw the server inactive, only a new ActiveEnterTimestamp and MainPID
+    quick = [r for r in rows if not (r["unit"] == S_UNIT and r["ActiveState"] != "active")]
+    cases = {"empty": (empty, "0", "1"), "loop": (loop, "0", "1"), "not_back": (not_back, "0", "1"),
+             "left_again": (left, "0", "1"), "two_daemon_restarts": (rows, "0", "2")}
+    bad = {k: weights.once_of(r, t0 + 1.0, S_UNIT, D_UNIT, n0, n1) for k, (r, n0, n1) in cases.items()}
+    q = weights.once_of(quick, t0 + 1.0, S_UNIT, D_UNIT, "0", "1")
+    check("once", good["ok"] and q["ok"] and not any(v["ok"] for v in bad.values()),
+          "the 252 sequence: %s %s; between polls: %s %s; failing as they must: %s" % (
+              good["ok"], good["why"], q["ok"], q["why"], {k: v["why"] for k, v in bad.items()}))
+
+
+FAKE_INIT = """#!/bin/sh
+# PID 1 of the namespace, named systemd: one "server" in it, as a unit's would be
+%(py)s -c 'import time; time.sleep(600)' -m sglang.launch_server --port 30020 &
+wait
+"""
+
+
+def namespace(work, name):
+    """A real pid+mount namespace whose PID 1 is named systemd, started as lib.sh's systemd_boot starts one: its pid
+    here (or None where namespaces cannot be made: not root)."""
+    d = os.path.join(work, "init-" + name)
+    os.makedirs(d, exist_ok=True)
+    init = os.path.join(d, "systemd")
+    with open(init, "w") as f:
+        f.write(FAKE_INIT % {"py": sys.executable})
+    os.chmod(init, 0o755)
+    starter = subprocess.Popen(["setsid", "unshare", "--fork", "--pid", "--mount-proc", "--mount", "--propagation",
+                                "private", "/bin/sh", "-c", "exec " + init], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        kids = subprocess.run(["pgrep", "-x", "systemd", "-P", str(starter.pid)], stdout=subprocess.PIPE,
+                              universal_newlines=True, check=False).stdout.split()
+        if kids:
+            return int(kids[0]), starter
+        if starter.poll() is not None:
+            return None, starter
+        time.sleep(0.1)
+    return None, starter
+
+
+def ns_members(pid):
+    try:
+        ns = os.readlink("/proc/%d/ns/pid" % pid)
+    except OSError:
+        return []
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if os.readlink("/proc/%s/ns/pid" % p) == ns:
+                    out.append(int(p))
+            except OSError:
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return not (open("/proc/%d/stat" % pid).read().split(") ", 1)[1].startswith("Z"))
+
+
+def watch_start_case(work):
+    init, starter = namespace(work, "watch")
+    if init is None:
+        check("watch_start", False, "no pid namespace could be made here (root and unshare needed)")
+        return
+    logs = os.path.join(work, "logs-ws")
+    os.makedirs(logs, exist_ok=True)
+    try:
+        script = ('py=%s; out=%s; . %s; ns_pid=%d; watch_start %s watch %s/w.jsonl u.service; echo "$watcher"; '
+                  'sleep 1; kill "$watcher"' % (sys.executable, logs, os.path.join(HERE, "lib.sh"), init,
+                                                os.path.join(HERE, "weights.py"), logs))
+        t = time.time()
+        p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, universal_newlines=True)
+        out = p.stdout.read()  # until EOF: every holder of the shell's output gone
+        closed = round(time.time() - t, 1)
+        p.wait(10)
+        time.sleep(0.6)
+        left = [q for q in ns_members(init) if q != init and "weights.py" in open("/proc/%d/cmdline" % q).read()]
+        wrote = os.path.exists(os.path.join(logs, "w.jsonl")) and os.path.getsize(os.path.join(logs, "w.jsonl")) > 0
+        check("watch_start", out.strip().isdigit() and wrote and closed < 4 and not left,
+              "the watch ran (its nsenter %r, its file written: %s); the shell's output closed after %s s (its own "
+              "part 1 s); watchers left in the namespace: %s" % (out.strip(), wrote, closed, left))
+    finally:
+        os.kill(init, 9)  # the namespace this case made
+        starter.wait(10)
+
+
+def namespaces_case(work):
+    state, root = os.path.join(work, "state"), os.path.join(work, "root")
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+    units = os.path.join(root, "etc/systemd/system")
+    os.makedirs(os.path.join(units, "multi-user.target.wants"))
+    os.makedirs(os.path.join(units, "sglang-30020.service.d"))
+    for name in ("sglang-30020.service", "sglang-30020-weights.service", "systemd-tmpfiles-setup.service.keep"):
+        open(os.path.join(units, name), "w").close()
+    os.symlink("../sglang-30020.service", os.path.join(units, "multi-user.target.wants", "sglang-30020.service"))
+    for d in ("etc/inferops/sglang", "var/lib/inferops/cutover/30020"):
+        os.makedirs(os.path.join(root, d))
+    for w in ("work.earlier", "work.now"):
+        os.makedirs(os.path.join(state, w, "models"))
+    env = dict(os.environ, INFEROPS_REAL_STATE=state, INFEROPS_REAL_ROOT=root)
+    a, sa = namespace(work, "a")  # an earlier call's: not recorded (booted before records existed)
+    b, sb = namespace(work, "b")  # a run beside this one: recorded, its suite's shell alive
+    # a process outside any namespace whose command line names what a pattern would match
+    decoy = subprocess.Popen(["sh", "-c", "sleep 60; echo /lib/systemd/systemd --system unshare --fork"])
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        if a is None or b is None:
+            check("namespaces", False, "no pid namespace could be made here (root and unshare needed)")
+            return
+        subprocess.run([sys.executable, os.path.join(HERE, "namespaces.py"), "record", str(b), str(owner.pid)],
+                       env=env, check=True)
+        in_a = ns_members(a)
+        end = [sys.executable, os.path.join(HERE, "namespaces.py"), "end", "--keep", os.path.join(state, "work.now"),
+               "--gpu-wait", "0"]
+        first = subprocess.run(end, env=env, stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+        gone_a = not any(alive(p) for p in in_a)
+        kept_b = alive(b) and os.path.exists(os.path.join(units, "sglang-30020.service"))
+        owner.kill()
+        owner.wait()
+        in_b = ns_members(b)
+        second = subprocess.run(end, env=env, stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+        gone_b = not any(alive(p) for p in in_b)
+        left = sorted(os.path.relpath(os.path.join(d, n), root) for d, ds, fs in os.walk(root) for n in fs + ds
+                      if "sglang-" in n or n in ("sglang", "cutover"))
+        works = sorted(os.listdir(state))
+        check("namespaces", gone_a and len(in_a) >= 2 and kept_b and gone_b and len(in_b) >= 2 and not left
+              and "work.now" in works and "work.earlier" not in works and decoy.poll() is None
+              and "sglang" in first and os.path.exists(os.path.join(units, "systemd-tmpfiles-setup.service.keep")),
+              "the unrecorded one (%d processes) ended: %s; the live run's kept: %s, then ended: %s; left installed "
+              "%s; STATE %s; the decoy alive: %s; said: %s || %s" % (
+                  len(in_a), gone_a, kept_b, gone_b, left, works, decoy.poll() is None, first.strip(),
+                  second.strip()))
+    finally:
+        for pid in (a, b):
+            if pid and alive(pid):
+                os.kill(pid, 9)  # the namespaces this case made
+        for p in (sa, sb, decoy, owner):
+            p.kill()
+            p.wait()
 
 
 def files_case():
@@ -187,6 +447,10 @@ def main(work):
     os.makedirs(work, exist_ok=True)
     journal_case(work)
     backs_case()
+    watch_case(work)
+    once_case()
+    watch_start_case(work)
+    namespaces_case(work)
     files_case()
     double_case(work)
     summary_case(work)
