@@ -175,8 +175,11 @@ def remove(path):
             pass
 
 
+def say(*words):
+    print("earlier run: " + " ".join(str(x) for x in words), flush=True)
+
+
 def end(a):
-    say = lambda *w: print("earlier run: " + " ".join(str(x) for x in w), flush=True)  # noqa: E731
     recs = records()
     found = sorted(set(p for p in recs if is_init(p)) | set(p for p in pids() if is_init(p)))
     kept = []
@@ -229,8 +232,8 @@ def kill(a):
         print("pid %d is not one of these namespaces' systemd: nothing ended" % a.ns_pid)
         return 1
     seconds, left = end_one(a.ns_pid)
-    print("namespace systemd pid %d ended in %.1f s%s" % (a.ns_pid, seconds, " (processes left: %d)" % len(left)
-                                                           if left else ""))
+    leftover = " (processes left: %d)" % len(left) if left else ""
+    print("namespace systemd pid %d ended in %.1f s%s" % (a.ns_pid, seconds, leftover))
     return 0 if not left else 1
 
 

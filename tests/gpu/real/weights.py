@@ -202,8 +202,8 @@ def read_state(unit):
         return None, "systemctl show %s: %s" % (unit, e)
     state = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
     if p.returncode != 0 or not state.get("ActiveState"):
-        return None, "systemctl show %s: rc %d, no ActiveState: %s" % (unit, p.returncode,
-                                                                      (p.stderr.strip() or p.stdout.strip())[:200])
+        said = (p.stderr.strip() or p.stdout.strip())[:200]
+        return None, "systemctl show %s: rc %d, no ActiveState: %s" % (unit, p.returncode, said)
     return state, None
 
 

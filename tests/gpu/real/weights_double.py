@@ -168,7 +168,7 @@ def watch_case(work):
         pid = int(sh.stdout.readline())
         sh.wait(20)
         ended = False
-        for _ in range(30):
+        for dummy in range(30):
             try:
                 os.kill(pid, 0)
             except OSError:
@@ -231,7 +231,7 @@ def namespace(work, name):
     starter = subprocess.Popen(["setsid", "unshare", "--fork", "--pid", "--mount-proc", "--mount", "--propagation",
                                 "private", "/bin/sh", "-c", "exec " + init], stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(50):
+    for dummy in range(50):
         kids = subprocess.run(["pgrep", "-x", "systemd", "-P", str(starter.pid)], stdout=subprocess.PIPE,
                               universal_newlines=True, check=False).stdout.split()
         if kids:
