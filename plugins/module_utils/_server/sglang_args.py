@@ -72,9 +72,10 @@ def shebang(path):
     return words[0] if words and os.path.basename(words[0]).startswith("python") else None
 
 
-def interpreter(command):
-    """(python, arguments, entry point) of a server's command: python -m sglang.launch_server ARGS, or
-    sglang serve ARGS (its shebang's python); (command's python or None, None, None) for anything else."""
+def parse_command(command):
+    """(python, arguments, entry point) of a server's command as written, nothing read: python -m
+    sglang.launch_server ARGS, or sglang serve ARGS (python None: its shebang names it); (command's python or None,
+    None, None) for anything else."""
     if not command:
         return None, None, None
     exe = command[0]
@@ -86,9 +87,18 @@ def interpreter(command):
                 return exe, words[i + 2:], "launch_server.py"
         return exe, None, None
     if name == "sglang" and len(command) > 1 and command[1] == "serve":
-        python = shebang(exe)
-        return python, (list(command[2:]) if python else None), "sglang serve"
+        return None, list(command[2:]), "sglang serve"
     return None, None, None
+
+
+def interpreter(command):
+    """(python, arguments, entry point) of a server's command: python -m sglang.launch_server ARGS, or
+    sglang serve ARGS (its shebang's python, read here); (command's python or None, None, None) for anything else."""
+    python, arguments, entry = parse_command(command)
+    if entry == "sglang serve":
+        python = shebang(command[0])
+        return python, (arguments if python else None), entry
+    return python, arguments, entry
 
 
 def start(python, arguments, prog, env=None, owner=None):

@@ -14,26 +14,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
 from ansible_collections.inferops.sglang.plugins.module_utils._host import (
     nvidia as _nvidia, procfs as _procfs, systemd as _systemd)
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError
-from ansible_collections.inferops.sglang.plugins.module_utils._server.sglang_args import read_options
-
-
-def interpreter(command):
-    """(python, the server's arguments) of `python -m sglang.launch_server ARGS` or `sglang serve ARGS` (its python
-    None: the console script's shebang is read on its host), (None, None) for anything else. Nothing is read here."""
-    if command and os.path.basename(command[0]).startswith("python"):
-        words = list(command[1:])
-        for i, w in enumerate(words[:-1]):
-            if w == "-m" and words[i + 1] == "sglang.launch_server":
-                return command[0], words[i + 2:]
-    if command and len(command) > 1 and os.path.basename(command[0]) == "sglang" and command[1] == "serve":
-        return None, list(command[2:])
-    return None, None
+from ansible_collections.inferops.sglang.plugins.module_utils._server.sglang_args import parse_command, read_options
 
 
 SINCE = (0, 5, 17)  # sglang/srt/weight_cache/ first ships in 0.5.17 (not in 0.5.16)
@@ -70,14 +56,14 @@ def _version(text):
 
 def options(command):
     """{dest: value} of the server command's options that concern the daemon (read as argparse reads them)."""
-    arguments = interpreter(command)[1]
+    arguments = parse_command(command)[1]
     return read_options([""] + list(arguments or ()), OPTIONS, FLAGS)
 
 
 def problems(command, version=None):
     """What keeps this server command from a weight cache (each naming the rule and the value); [] when none. version:
     the installed SGLang's, when known."""
-    arguments = interpreter(command)[1]
+    arguments = parse_command(command)[1]
     if arguments is None:
         return ["the weight cache needs a server started as `python -m sglang.launch_server` or `sglang serve`, "
                 "not %r" % (" ".join(command or ())[:120])]
@@ -115,7 +101,7 @@ def daemon_command(command, python=None):
     """The daemon's command for this server command: its python (the command's, or `python` for a console script's,
     read on its host), `-m sglang.srt.weight_cache.daemon`, and the options
     that make its config the server's (the daemon's defaults where the server takes its own)."""
-    python = interpreter(command)[0] or python
+    python = parse_command(command)[0] or python
     found = options(command)
     argv = [python, "-m", MODULE]
     for dest in CARRIED:
