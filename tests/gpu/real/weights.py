@@ -484,6 +484,7 @@ def write_md(path, out, values):
     for key, name in (("restart", "systemctl restart, weight cache"), ("flag", "flag change (cutover), weight cache"),
                       ("nocache_restart_warm", "systemctl restart, no cache, warm page cache"),
                       ("nocache_restart_cold", "systemctl restart, no cache, cold page cache"),
+                      ("nocache_flag", "flag change (cutover), no cache"),
                       ("cold", "cold hand launch (no cache)")):
         v = values.get(key) or {}
         ph = v.get("phases") or {}

@@ -14,9 +14,11 @@
 #             unchanged, SGLang's weight load, where the gap went (the journal's times)
 #   flag      the cutover with another --max-running-requests: the daemon's MainPID kept
 #   kill      `systemctl kill -s SIGKILL` of the daemon's unit: both back once, in order, NRestarts, no loop, serving
-#   badflag   the cutover with an unknown flag (WEIGHTS_BAD_ARGS): back to the previous unit, the daemon still serving
+#   badflag   the cutover with a flag SGLang's parser takes and its start refuses (WEIGHTS_BAD_ARGS, default
+#             `--max-total-tokens 0`: 0.5.17's KV pool configurator raises "Not enough memory" in the scheduler, after
+#             the weights are mapped): rolled back to the previous unit, which maps its weights from the same daemon
 #   nocache   the cutover with cutover_weight_cache: false, then the same restart without the cache with a warm page
-#             cache and a cold one (drop_caches): the comparison
+#             cache and a cold one (drop_caches): the comparison; then a flag change through the cutover without it
 # GPU memory per process (nvidia-smi) at each stage. WEIGHTS_BUDGET_S (540, from run.sh's start, 45 s of it kept for
 # the finish): a step that no longer fits is left out and
 # said so; the logs are packed whatever happens. WEIGHTS_SKIP="restart flag ..." leaves steps out (a second call
@@ -47,7 +49,7 @@ reserve=${WEIGHTS_RESERVE_S:-45}
 port=${WEIGHTS_PORT:-30020}
 unit=sglang-$port.service
 daemon=sglang-$port-weights.service
-bad_args=${WEIGHTS_BAD_ARGS:---no-such-flag}
+bad_args=${WEIGHTS_BAD_ARGS:---max-total-tokens 0}
 model=$work/models/llama8b
 w() { "$py" "$here/weights.py" "$@"; }        # outside the namespace (nvidia-smi's pids are the host's)
 wns() { ns "$py" "$here/weights.py" "$@"; }   # inside (systemctl)
@@ -273,8 +275,15 @@ if ns systemctl is-active -q "$daemon" && fits badflag 150; then
   d1=$(mainpid "$daemon")
   same_unit=$(cmp -s "/etc/systemd/system/$unit" "$out/unit-before-badflag.service" && echo true || echo false)
   rolled=$(grep -c "ROLLED BACK" "$out/badflag.log")
-  record bad_flag_rolled_back "$(ok '[ "$step_rc" != 0 ] && $same_unit && [ "$d0" = "$d1" ] && ns systemctl is-active -q "$daemon" && ns systemctl is-active -q "$unit" && healthy "$port" 1')" \
-    "rc $step_rc; ROLLED BACK lines $rolled; the unit as before: $same_unit; daemon MainPID $d0 -> $d1; $(grep -m1 -E 'FAILED|fatal|msg' "$out/badflag.log" | cut -c1-300)"
+  j=$out/journal-badflag.json
+  # the refused start failed in SGLang (not in the parser: that would be a refusal, no rollback), and the start the
+  # rollback made mapped its weights again from the daemon that had served the one before
+  why=$(grep -o -m1 -E '(Not enough memory|RuntimeError|ValueError)[^"]{0,160}' "$j")
+  mapped=$(grep -c "Zero-copy: mapped" "$j")
+  last_load=$(grep -o -E 'Load weight end\. elapsed=[0-9.]+' "$j" | tail -1 | grep -o -E '[0-9.]+$')
+  note badflag_rollback "$("$py" -c 'import json, sys; print(json.dumps({"rolled_back_lines": int(sys.argv[1]), "failure": sys.argv[2], "zero_copy_starts": int(sys.argv[3]), "last_weight_load_s": float(sys.argv[4]) if sys.argv[4] else None}))' "$rolled" "$why" "$mapped" "$last_load")"
+  record bad_flag_rolled_back "$(ok '[ "$step_rc" != 0 ] && [ "$rolled" -ge 1 ] && [ -n "$why" ] && [ "$mapped" -ge 1 ] && cmp_le "$last_load" 0.999 && $same_unit && [ "$d0" = "$d1" ] && ns systemctl is-active -q "$daemon" && ns systemctl is-active -q "$unit" && healthy "$port" 1')" \
+    "rc $step_rc; ROLLED BACK lines $rolled; the failed start: $why; starts that mapped the weights $mapped, the last one's load $last_load s; the unit as before: $same_unit; daemon MainPID $d0 -> $d1; $(grep -m1 -E 'FAILED|fatal|msg' "$out/badflag.log" | cut -c1-300)"
 fi
 
 # --- nocache: the same restarts without the weight cache ---------------------------------------------
@@ -300,6 +309,12 @@ if fits nocache 200; then
     record "nocache_restart_$temp" "$(ok 'healthy "$port" 1 && [ "$(json_get "$v" sglang_weight_load_s)" != null ]')" \
       "gap $(json_get "$v" gap_s) s; SGLang's weight load $(json_get "$v" sglang_weight_load_s) s; phases $(json_get "$v" phases)"
   done
+  if fits nocache_flag 90; then
+    WC=false cutover_step nocache_flag "$(WC=false cache_inv "      cutover_extra_args: [--max-running-requests, \"8\"]")"
+    v=$(json_get "$(cat "$times")" nocache_flag)
+    record nocache_flag "$(ok '[ "$step_rc" = 0 ] && ns systemctl show -p ExecStart "$unit" | grep -Eq -- "--max-running-requests[ ;]+8( |;|$)" && healthy "$port" 1')" \
+      "rc $step_rc; gap $(json_get "$v" gap_s) s; SGLang's weight load $(json_get "$v" sglang_weight_load_s) s"
+  fi
   gpu_note nocache_end
 fi
 
