@@ -15,6 +15,7 @@ import os
 from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.sglang.plugins.filter.cutover_multinode import rank_of
 from ansible_collections.inferops.sglang.plugins.module_utils._host.redact import Redactor
+from ansible_collections.inferops.sglang.plugins.module_utils._server.sglang_args import served_model
 
 # What a login shell adds that says nothing about the server; systemd sets HOME, USER, LOGNAME and SHELL itself.
 SHELL_NOISE = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "LS_COLORS", "MAIL", "LESSOPEN", "LESSCLOSE",
@@ -118,12 +119,22 @@ def redact_argv(argv, flags=None):
 def cutover_plan(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group="",
                  now=None, multinode=False):
     """The plan stage, one mapping: what the unit runs (adopt's keys: the capture, each part overridden by what the
-    user gives); `changes`, how what runs now (now; the capture when not given) differs from it, secrets masked; and
-    `rank`, this host's rank of a multi-node server read from that command, its secrets masked first (with
-    multinode; else None)."""
+    user gives); `changes`, how what runs now (now; the capture when not given) differs from it, secrets masked;
+    `model`, the model the unit's command names where it names another than what runs now (model_named); and
+    `rank`, this host's rank of a multi-node server read from that command, its secrets masked first (with multinode;
+    else None)."""
     unit = adopt(capture, command, extra_args, environment, working_directory, user, group)
-    return dict(unit, changes=changes(capture if now is None else now, unit),
+    before = capture if now is None else now
+    return dict(unit, changes=changes(before, unit), model=model_named(before, unit),
                 rank=rank_of(redact_argv(unit["command"])) if multinode else None)
+
+
+def model_named(capture, adopted):
+    """The model the unit's command names (--served-model-name, else --model-path) when it names another than what
+    runs now did, or nothing ran: the model the unit must serve. None when it names the same one (the wait then
+    expects the model served before) or cannot tell (a --config file)."""
+    new = served_model(adopted["command"])
+    return new if new and new != served_model((capture or {}).get("argv")) else None
 
 
 class FilterModule(object):

@@ -604,7 +604,7 @@ class SglangSwitch(Base):
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
                                   gates=gates)
             if w["model"] and res.get("model") != w["model"]:
-                raise _readiness.NotReady("%s serves %s; %s was served before" % (what, res.get("model"), w["model"]), res)
+                raise _readiness.NotReady("%s serves %s, not %s" % (what, res.get("model"), w["model"]), res)
         except _readiness.NotReady as e:
             result.update(e.result, url=server.url, wait_seconds=e.result.pop("elapsed", None),
                           log_lines=_systemd.log_lines(self.module.run_command, self.redact, None if back else unit, log_file))
@@ -612,6 +612,8 @@ class SglangSwitch(Base):
                         wait_failed=True)
         res["wait_seconds"] = res.pop("elapsed")
         result.update(res, url=server.url)
+        if self.weights_used and not back:  # how this start had its weights: the record's figures
+            result["weight_cache"] = _weight_cache.reading(self.module.run_command, unit, self.weights + ".service")
         result["msg"] += "; %s ready after %.1f s%s" % (what, res["ready_after"], ", serving %s" % res["model"] if res.get("model") else "")
 
     def keep_record(self, result, outcome, given, back, state_dir, load=None):

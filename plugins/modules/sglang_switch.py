@@ -412,6 +412,16 @@ model:
   returned: with O(wait), when something was started
   type: str
   sample: meta-llama/Llama-3.1-8B-Instruct
+weight_cache:
+  description:
+    - How the unit's start had its weights from the weight cache daemon of O(weights), read once it served (the
+      record's C(weight_cache), docs/record.md) - the daemon's unit, state, main pid, restarts and GPU memory
+      (nvidia-smi), whether this start mapped its weights from it, and SGLang's weight load of each start in the
+      unit's journal (the last is this one's) with the first of them. Null when the daemon's unit is not installed.
+  returned: with O(wait) and O(weights) whose unit the server's requires, once it served
+  type: dict
+  sample: {unit: sglang-30000-weights.service, active_state: active, main_pid: 700, restarts: 0,
+           gpu_memory_mib: 15948, mapped: true, load_seconds: [8.36, 0.05], first_load_seconds: 8.36}
 generated:
   description: The answer to the test generation; it may be empty (a model whose first token ends the sequence).
   returned: with O(wait.generate), when the server served

@@ -276,3 +276,24 @@ def test_process_titles(wheel, version, combo, run_double):
         assert controller not in titled
         assert {titled[c][1] for c in schedulers} == {d.proc.pid}
     assert all(stat(pid)[2] == stat(d.proc.pid)[2] for pid, dummy in titled.values()), "one process group"
+
+
+# where each version caps the profiled KV capacity by --max-total-tokens (min) and where it raises when no token is
+# left (the double's Server.kv_pool)
+KV_POOL = {
+    "0.5.5": ("sglang/srt/model_executor/model_runner.py", "sglang/srt/model_executor/model_runner.py"),
+    "0.5.9": ("sglang/srt/model_executor/model_runner_kv_cache_mixin.py",) * 2,
+    "0.5.15": ("sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
+               "sglang/srt/model_executor/pool_configurator.py"),
+    "0.5.17": ("sglang/srt/mem_cache/kv_cache_configurator.py", "sglang/srt/model_executor/pool_configurator.py"),
+    "0.5.23": ("sglang/srt/mem_cache/kv_cache_configurator.py", "sglang/srt/model_executor/pool_configurator.py"),
+}
+
+
+def test_a_kv_pool_of_no_tokens_is_the_scheduler_s_runtime_error_as_in_the_wheels(wheel, version):
+    cap, raises = KV_POOL[version]
+    assert re.search(r"min\(\s*(self\.max_total_num_tokens|token_capacity),\s*(max_total_tokens|user_limit)\)",
+                     wheel.text(cap))
+    message = re.search(r'NOT_ENOUGH_MEMORY = "([^"]+)"', (DOUBLE / "sglang" / "_double" / "server.py").read_text())
+    assert message and message.group(1) in wheel.text(raises)
+    assert "if self.max_total_num_tokens <= 0:" in wheel.text(raises)

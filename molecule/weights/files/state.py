@@ -1,6 +1,6 @@
 """The two units of a server with a weight cache, as systemd and the host see them, as JSON: each unit's state,
 main pid, restarts and start time; the daemon's files in the units' private /tmp (with the pid each ready file
-names, and whether it lives); what the server's journal says of the cache; /health's status.
+names, and whether it lives); what the server's journal says of the cache; /health's status and the model served.
 `state.py wait-both N`: first waits (up to N s) until both units are active and /health answers 200."""
 import glob
 import json
@@ -28,6 +28,14 @@ def health():
         return getattr(e, "code", 0)
 
 
+def model():
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:30000/v1/models", timeout=5) as r:
+            return json.load(r)["data"][0]["id"]
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
 def files():
     out = []
     for path in sorted(glob.glob("/tmp/systemd-private-*-%s-*/tmp/sglang_weight_cache_*" % DAEMON)) + sorted(
@@ -48,9 +56,9 @@ def journal(unit):
 
 def state():
     text = journal(SERVER)
-    return {"server": show(SERVER), "daemon": show(DAEMON), "files": files(), "health": health(),
+    return {"server": show(SERVER), "daemon": show(DAEMON), "files": files(), "health": health(), "model": model(),
             "mapped": text.count("Zero-copy: mapped"), "mismatch": text.count("Daemon config mismatch"),
-            "refused": text.count("refused the connection"),
+            "refused": text.count("refused the connection"), "kv_failed": text.count("Not enough memory"),
             "daemons": int(subprocess.run("pgrep -c -f '[s]glang.srt.weight_cache.daemon'", shell=True,
                                           stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout.strip() or 0)}
 

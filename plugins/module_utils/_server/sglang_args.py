@@ -222,6 +222,19 @@ def read_options(argv, options=GPU_OPTIONS, flags=GPU_FLAGS):
     return found
 
 
+MODEL_OPTIONS = (("--model-path", "model_path"), ("--model", "model_path"), ("--served-model-name", "served_model_name"))
+
+
+def served_model(argv):
+    """The name a server of argv answers in /v1/models: its --served-model-name, else its --model-path (SGLang's
+    default for the name); None when its argv cannot tell (a --config file may set either, or it names none)."""
+    words = [str(a) for a in argv or ()]
+    if any(_option(w, (("--config", "config"),))[0] for w in words[1:]):
+        return None
+    found = read_options(words, MODEL_OPTIONS, ())
+    return found.get("served_model_name") or found.get("model_path")
+
+
 def gpu_ids(argv):
     """The GPU indices (as the server's CUDA_VISIBLE_DEVICES numbers them) its schedulers run on, from its argv
     alone: --base-gpu-id, --gpu-id-step, --tp/--dp/--pp sizes, --nnodes/--node-rank (this node's share), as SGLang

@@ -316,7 +316,7 @@ def switch_record(given, outcome, result, back, load=None):
                load_sec=load, downtime_until_ready_sec=round((downtime or 0.0) + (load or 0.0), 3),
                model=result.get("model"), generated=bool(result.get("generated_tokens")),
                sglang_version=given.get("sglang_version"), gpus=given.get("gpus") or rec.get("gpus"), stages_sec=stages,
-               units=given.get("units") or [])
+               units=given.get("units") or [], weight_cache=result.get("weight_cache"))
     return rec
 
 
@@ -370,6 +370,7 @@ def report(r):
         % r.get("downtime_switch_sec"),
     ] + _group(r.get("group")) + [
         "- %s" % (r.get("model_cache") or {}).get("summary", "model: not measured"),
+    ] + _weights(r.get("weight_cache")) + [
         "- stages: %s" % _stages(r.get("stages_sec")),
         "- switch steps: %s" % _steps(r.get("steps")),
         "",
@@ -390,6 +391,18 @@ def report(r):
     lines.append("- what changed from the running command:")
     lines += ["  - %s" % line for line in r.get("changes") or []]
     return "\n".join(lines) + "\n"
+
+
+def _weights(w):
+    """The weight cache's line (_server/weight_cache.reading): how this start had its weights, against the first load."""
+    if not w:
+        return []
+    loads = w.get("load_seconds") or []
+    return ["- weight cache: %s (pid %s, %s restarts, %s MiB on the GPUs); this start %s, SGLang's weight load %s s "
+            "(the first in the unit's journal: %s s)" % (
+                w.get("unit"), w.get("main_pid"), w.get("restarts"), _none(w.get("gpu_memory_mib"), "?"),
+                "mapped its weights from it" if w.get("mapped") else "did not map its weights from it",
+                loads[-1] if loads else "?", _none(w.get("first_load_seconds"), "?"))]
 
 
 def _group(g):

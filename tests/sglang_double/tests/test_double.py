@@ -645,3 +645,13 @@ def test_a_long_prefill_holds_every_output_back_and_keeps_the_schedulers_busy(do
     t.join(30)
     assert result["got"][0] == 200
     assert all(cpu(p) - b >= os.sysconf("SC_CLK_TCK") for p, b in zip(pids, before)), "a second of CPU each"
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.15", "0.5.23"])
+def test_a_kv_pool_of_no_tokens_fails_the_start_after_the_weights_load(double, version):
+    d = double(("--max-total-tokens", "0"), tp=1, version=version, load_seconds=0.3)
+    assert d.proc.wait(timeout=10) != 0
+    text = d.logtext()
+    assert text.index("Load weight end.") < text.index("RuntimeError: Not enough memory. Please try to increase "
+                                                       "--mem-fraction-static.")
+    assert "kv_pool_failed" in d.events() and "ready" not in d.events()

@@ -52,6 +52,10 @@ def scheduler_title(version, dp_rank, tp_rank, pp_rank, ep_rank, args):
     return "sglang::scheduler" + "".join("_%s%d" % (k, parts[k]) for k in order if parts[k] is not None)
 
 
+# the KV pool configurator's message when no token fits (kv_pool)
+NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
+
+
 class Server:
     def __init__(self, args, knobs):
         self.args = args
@@ -363,8 +367,23 @@ class Server:
                 next_check = now + k.load_poll_seconds
             time.sleep(0.05)
         self.load_weights(read_seconds)
+        self.kv_pool()
         if self.group is not None:
             self.group.loaded()
+
+    def kv_pool(self):
+        """The KV pool, sized once the weights are loaded: the profiled capacity capped by --max-total-tokens; a pool
+        of no tokens is the scheduler's RuntimeError, raised after the weights' load (0.5.5 model_executor/
+        model_runner.py:1598-1630, 0.5.9 model_runner_kv_cache_mixin.py:378-419, 0.5.15 model_runner_kv_cache_mixin.py:
+        1202-1211 and pool_configurator.py:61-66, 0.5.17 mem_cache/kv_cache_configurator.py:1696-1707 and
+        model_executor/pool_configurator.py:62-67, 0.5.23 mem_cache/kv_cache_configurator.py:3096 and
+        model_executor/pool_configurator.py:94-99)."""
+        cap = getattr(self.args, "max_total_tokens", None)
+        if cap is not None and cap <= 0:
+            log("Scheduler hit an exception: Traceback (most recent call last):\n  File \"sglang/srt/managers/"
+                "scheduler.py\", in run_scheduler_process\nRuntimeError: %s" % NOT_ENOUGH_MEMORY)
+            self.record("kv_pool_failed")
+            self.scheduler_raised()
 
     # --- the weights ---------------------------------------------------------------------
     def load_weights(self, read_seconds):

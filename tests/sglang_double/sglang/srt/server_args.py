@@ -21,7 +21,7 @@ _TYPED = {
     "host": (str, "127.0.0.1"), "port": (int, 30000), "base_gpu_id": (int, 0), "api_key": (str, None),
     "context_length": (int, None), "tp_size": (int, 1), "dp_size": (int, 1), "pp_size": (int, 1),
     "ep_size": (int, 1), "nnodes": (int, 1), "node_rank": (int, 0), "dist_init_addr": (str, None),
-    "dist_timeout": (int, None), "tokenizer_worker_num": (int, 1),
+    "dist_timeout": (int, None), "tokenizer_worker_num": (int, 1), "max_total_tokens": (int, None),
 }
 _OLD_SIZES = {"tensor_parallel_size": "tp_size", "data_parallel_size": "dp_size",
               "pipeline_parallel_size": "pp_size", "expert_parallel_size": "ep_size"}

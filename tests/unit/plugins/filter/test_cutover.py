@@ -101,7 +101,7 @@ def test_the_plan_stage_is_one_mapping(capture, given, rank):
     multinode = given.pop("multinode", False)
     plan = cutover_plan(capture, now=now, multinode=multinode, **given)
     unit = adopt(capture, **given)
-    assert dict((k, plan[k]) for k in unit) == unit and set(plan) == set(unit) | {"changes", "rank"}
+    assert dict((k, plan[k]) for k in unit) == unit and set(plan) == set(unit) | {"changes", "model", "rank"}
     assert plan["changes"] == changes(capture if now is None else now, unit)
     if rank is None:
         assert plan["rank"] is None
@@ -125,3 +125,21 @@ def test_redact_argv_keeps_the_shape_and_masks_every_secret():
         "DB_PASS=" + MASK, "--port", "30000"]
     with pytest.raises(AnsibleFilterError):
         redact_argv("python -m sglang.launch_server --api-key sk")
+
+
+M = ["/v/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/a", "--port", "30000"]
+
+
+@pytest.mark.parametrize("now, given, model", [
+    (M, {}, None),  # the same command: the wait expects the model served before
+    (M, dict(extra_args=["--max-running-requests", "8"]), None),
+    (M, dict(extra_args=["--model-path", "/models/b"]), "/models/b"),  # the last one wins, as in argparse
+    (M, dict(extra_args=["--model=/models/b"]), "/models/b"),
+    (M, dict(extra_args=["--served-model-name", "chat"]), "chat"),
+    (M + ["--served-model-name", "chat"], dict(extra_args=["--model-path", "/models/b"]), None),  # the name stays
+    (M, dict(command=M[:3] + ["--config", "/etc/s.yaml"]), None),  # a --config file may name it: cannot tell
+    (None, dict(command=M), "/models/a"),  # nothing ran: what the command names
+])
+def test_the_plan_names_the_model_only_where_the_command_names_another(now, given, model):
+    capture = {"argv": now, "exe": "/v/bin/python"} if now else {}
+    assert cutover_plan(capture, **given)["model"] == model

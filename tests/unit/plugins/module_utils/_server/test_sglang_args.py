@@ -109,3 +109,15 @@ def test_arguments_that_cannot_tell_the_gpus_say_why(args, why):
     with pytest.raises(ValueError) as e:
         _sglang_args.gpu_ids(["python", "-m", "sglang.launch_server"] + args)
     assert why in str(e.value)
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["py", "--model-path", "/m/a"], "/m/a"),
+    (["py", "--model", "/m/a", "--model-path", "/m/b"], "/m/b"),  # one dest, the last wins
+    (["py", "--model-path=/m/a", "--served-model-name", "chat"], "chat"),
+    (["py", "--served-model-name=chat", "--model-path", "/m/a"], "chat"),
+    (["py", "--model-path", "/m/a", "--config", "s.yaml"], None),  # the file may name another
+    (["py", "--port", "30000"], None),
+])
+def test_the_model_a_command_serves_is_its_served_name_else_its_model_path(argv, name):
+    assert _sglang_args.served_model(argv) == name

@@ -342,3 +342,19 @@ def test_a_file_keep_cannot_write_is_named_with_why(tmp_path):
     with pytest.raises(_record.WriteError, match=r"^could not write %s: .*Not a directory" % re.escape(
             str(tmp_path / "state" / "30000" / "last.json"))):
         keep.write()
+
+
+def test_the_record_says_how_the_start_had_its_weights_from_the_daemon():
+    wc = {"unit": "sglang-30000-weights.service", "active_state": "active", "main_pid": 700, "restarts": 0,
+          "gpu_memory_mib": 15948, "mapped": True, "load_seconds": [8.36, 0.05], "first_load_seconds": 8.36}
+    given = _record.switch_plan({"write": True, "data": {"host": "h"}}, "/d", {"family": [], "gpus": [0]}, "0.5.17", None)
+    rec = _record.switch_record(given, {"began": 1.0, "action": "switch"}, {"ready_after": 3.0, "weight_cache": wc}, False)
+    assert rec["weight_cache"] == wc
+    assert ("\n- weight cache: sglang-30000-weights.service (pid 700, 0 restarts, 15948 MiB on the GPUs); this start "
+            "mapped its weights from it, SGLang's weight load 0.05 s (the first in the unit's journal: 8.36 s)\n"
+            ) in _record.report(rec)
+    read = _record.report(dict(rec, weight_cache=dict(wc, mapped=False, gpu_memory_mib=None, load_seconds=[9.1])))
+    assert "(pid 700, 0 restarts, ? MiB on the GPUs); this start did not map its weights from it, SGLang's weight " \
+           "load 9.1 s" in read
+    without = _record.switch_record(given, {"began": 1.0, "action": "switch"}, {"ready_after": 3.0}, False)
+    assert without["weight_cache"] is None and "weight cache" not in _record.report(without)
