@@ -597,8 +597,8 @@ class SglangSwitch(Base):
                     self.failed("cannot watch unit %s.service: %s" % (self.weights, e), result, wait_failed=True)
             whose = dict(unit=unit)
             gates = [lambda: _listeners.listener_problem(server.port, unit=unit), watch.active]
-        if server.is_local():
-            checks.append(lambda: _listeners.squatter(server.host, server.port, **whose))
+        if server.is_local():  # first: a port another process holds is the cause of what the unit's state shows then
+            checks.insert(0, lambda: _listeners.squatter(server.host, server.port, **whose))
         checks.append(lambda: self.tell(outcome))  # where it is, while it loads: the progress file's lines
         try:
             res = _readiness.wait(server, timeout=w["timeout"], models=True, generate=w["generate"], checks=checks,
