@@ -124,9 +124,12 @@ gpu_note start
 
 cache_inv() {  # [EXTRA YAML]: the inventory of a cutover with the weight cache on
   local cmd=""
-  if skipped cold; then  # no hand-launched server to capture: the command is given
+  if skipped cold; then  # no hand-launched server to capture: the command is given, and the environment the hand
+    # launch has (senv: the venv's bin first on PATH, where the JIT finds ninja; a unit made from variables alone has
+    # systemd's PATH, and its scheduler failed on `ninja` not found)
     cmd="      cutover_command: $("$py" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$venv/bin/python" -m \
-      sglang.launch_server --model-path "$model" --host 127.0.0.1 --port "$port" "${server_flags[@]}")"
+      sglang.launch_server --model-path "$model" --host 127.0.0.1 --port "$port" "${server_flags[@]}")
+      cutover_environment: $("$py" -c 'import json, sys; print(json.dumps(dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)))' "${senv[@]}")"
   fi
   inventory "$port" "      cutover_weight_cache: ${WC:-true}
 $cmd
