@@ -23,6 +23,8 @@ SHELL_NOISE = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "LS_COLORS", 
                "HISTCONTROL", "TMUX", "TMUX_PANE", "STY", "WINDOW", "DBUS_SESSION_BUS_ADDRESS", "HOME", "USER",
                "LOGNAME", "SHELL", "VIRTUAL_ENV_PROMPT", "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID")
 SHELL_NOISE_PREFIXES = ("SSH_", "XDG_")
+# the PATH systemd gives a service whose unit sets none
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def _noise(name):
@@ -37,7 +39,8 @@ def _strings(value, what):
 
 def adopt(capture, command=None, extra_args=None, environment=None, working_directory="", user="", group=""):
     """What the unit runs: the captured command (argv[0] resolved as the shell did), environment without shell
-    noise, cwd and user; each part overridden by what the user gives."""
+    noise, cwd and user; each part overridden by what the user gives. Without a PATH from either, a command of a
+    venv's interpreter gets the venv's bin before systemd's own PATH."""
     capture = capture or {}
     command = _strings(command or [], "cutover_command")
     extra = _strings(extra_args or [], "cutover_extra_args")
@@ -58,6 +61,8 @@ def adopt(capture, command=None, extra_args=None, environment=None, working_dire
     venv = ""
     if os.path.basename(exe).startswith("python") or os.path.basename(exe) == "sglang":  # `sglang serve` too
         venv = os.path.dirname(os.path.dirname(exe))
+    if venv and "PATH" not in env:  # no capture's nor the user's: the venv's tools first, as its activate script puts
+        env["PATH"] = os.path.join(venv, "bin") + ":" + SYSTEMD_PATH  # them (SGLang's JIT runs the venv's ninja)
     return {
         "source": source,
         "command": argv,

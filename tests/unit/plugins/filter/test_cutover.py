@@ -143,3 +143,14 @@ M = ["/v/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/a",
 def test_the_plan_names_the_model_only_where_the_command_names_another(now, given, model):
     capture = {"argv": now, "exe": "/v/bin/python"} if now else {}
     assert cutover_plan(capture, **given)["model"] == model
+
+
+def test_a_unit_made_from_variables_alone_gets_the_venv_s_bin_on_path():
+    """Nothing captured: systemd's own PATH lacks the venv's tools (a real 0.5.17 scheduler failed on `ninja` not
+    found), so the venv's bin goes first, as its activate script puts it; a PATH given or captured is kept."""
+    alone = adopt({}, ["/srv/venv/bin/python", "-m", "sglang.launch_server", "--port", "30000"])
+    assert alone["environment"] == {"PATH": "/srv/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    assert adopt({}, ["/srv/venv/bin/sglang", "serve"])["environment"]["PATH"].startswith("/srv/venv/bin:")
+    assert adopt({}, ["/srv/venv/bin/python"], environment={"PATH": "/x"})["environment"] == {"PATH": "/x"}
+    assert adopt(CAPTURE)["environment"]["PATH"] == "/opt/sglang/venv/bin:/usr/bin"
+    assert "PATH" not in adopt({}, ["/usr/local/bin/serve-it"])["environment"]  # no venv to tell
