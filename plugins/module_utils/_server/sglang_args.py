@@ -222,6 +222,11 @@ def read_options(argv, options=GPU_OPTIONS, flags=GPU_FLAGS):
     return found
 
 
+def _has_config(words):
+    """Whether an argv gives --config (in full or as a prefix argparse takes): its file may set any option."""
+    return any(_option(w, (("--config", "config"),))[0] for w in words[1:])
+
+
 MODEL_OPTIONS = (("--model-path", "model_path"), ("--model", "model_path"), ("--served-model-name", "served_model_name"))
 
 
@@ -229,7 +234,7 @@ def served_model(argv):
     """The name a server of argv answers in /v1/models: its --served-model-name, else its --model-path (SGLang's
     default for the name); None when its argv cannot tell (a --config file may set either, or it names none)."""
     words = [str(a) for a in argv or ()]
-    if any(_option(w, (("--config", "config"),))[0] for w in words[1:]):
+    if _has_config(words):
         return None
     found = read_options(words, MODEL_OPTIONS, ())
     return found.get("served_model_name") or found.get("model_path")
@@ -243,7 +248,7 @@ def gpu_ids(argv):
     --enable-dp-attention, whose replicas share the TP group). ValueError, saying why, when the argv cannot tell
     (a --config file may set them, a value that is not a number)."""
     words = [str(a) for a in argv or ()]
-    if any(_option(w, (("--config", "config"),))[0] for w in words[1:]):
+    if _has_config(words):
         raise ValueError("its --config file may set the options that place it")
     found = dict(_GPU_DEFAULTS, **read_options(words))
     try:
