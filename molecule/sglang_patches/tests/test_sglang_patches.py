@@ -59,7 +59,7 @@ def test_record(host):
 
 def test_reinstall_wipes_the_patch_and_a_rerun_puts_it_back_saying_so(host):
     host.check_output(
-        "/opt/sglang-real/venv/bin/pip install --quiet --no-deps --no-index --upgrade --force-reinstall --target %s "
+        "/opt/sglang-real/venv/bin/pip install --quiet --no-compile --no-deps --no-index --upgrade --force-reinstall --target %s "
         "--python-version 3.12 --implementation cp --platform manylinux_2_34_x86_64 --only-binary=:all: "
         "/opt/wheels-real/sglang-0.5.23-*.whl" % SITE)
     assert FIX not in host.file("%s/%s" % (SITE, TARGET)).content_string
