@@ -21,7 +21,8 @@
 #             cache and a cold one (drop_caches): the comparison; then a flag change through the cutover without it
 # GPU memory per process (nvidia-smi) at each stage. WEIGHTS_BUDGET_S (540, from run.sh's start, 45 s of it kept for
 # the finish): a step that no longer fits is left out and
-# said so; the logs are packed whatever happens. WEIGHTS_SKIP="restart flag ..." leaves steps out (a second call
+# said so; the logs are packed whatever happens. WEIGHTS_SKIP="restart flag ..." leaves steps out (nocache_warm and
+# nocache_cold: one of the restarts without the cache; a second call
 # continues the first: `weights.py summary` merges both). Without `cold`, the cutover is given the command
 # (cutover_command) instead of capturing a hand-launched server.
 set -uo pipefail
@@ -296,6 +297,7 @@ if fits nocache 200; then
   record nocache_cutover "$(ok '[ "$step_rc" = 0 ] && ns systemctl is-active -q "$unit" && ! grep -q -- "--weight-cache-mode" "/etc/systemd/system/$unit" && ! ns systemctl is-active -q "$daemon"')" \
     "rc $step_rc; $(show "$unit"); the daemon's unit: $(ns systemctl is-active "$daemon" 2>&1); GPU $(json_get "$(cat "$times")" gpu_nocache by_unit_mib)"
   for temp in warm cold; do
+    if skipped "nocache_$temp"; then note "left_out_nocache_$temp" '"on purpose (WEIGHTS_SKIP)"'; continue; fi
     (( $(left) >= 70 )) || { record "nocache_restart_$temp" false "left out: $(left) s of the budget left"; continue; }
     [ "$temp" = cold ] && drop_caches
     probe=$(prober_start "$port" "nocache-$temp")
