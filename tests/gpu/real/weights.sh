@@ -62,6 +62,11 @@ fits() {  # STEP SECONDS: not skipped and the budget has room, else said so in t
   if (( $(left) < $2 )); then record "$1" false "left out: $(left) s of the budget left, $2 s wanted"; return 1; fi
   return 0
 }
+with_daemon() {  # STEP SECONDS RECORD: fits, and the daemon's unit it needs is active; else its record says why
+  skipped "$1" || ns systemctl is-active -q "$daemon" ||
+    { record "$3" false "left out: the daemon's unit is $(ns systemctl is-active "$daemon" 2>&1), not active"; return 1; }
+  fits "$1" "$2"
+}
 json_get() { "$py" -c 'import json, sys; v = json.loads(sys.argv[1])
 for k in sys.argv[2:]: v = v.get(k) if isinstance(v, dict) else (v[int(k)] if isinstance(v, list) and len(v) > int(k) else None)
 print(json.dumps(v) if not isinstance(v, str) else v)' "$@"; }
@@ -199,7 +204,7 @@ print("true" if d > 15000 and g.get(sys.argv[3], 0) < d else "false")' "$(json_g
 fi
 
 # --- restart: systemctl restart of the server's unit, the daemon kept --------------------------------
-if ns systemctl is-active -q "$daemon" && fits restart 90; then
+if with_daemon restart 90 restart; then
   d0=$(mainpid "$daemon")
   probe=$(prober_start "$port" restart)
   prober_ready restart
@@ -219,7 +224,7 @@ if ns systemctl is-active -q "$daemon" && fits restart 90; then
 fi
 
 # --- flag: another --max-running-requests through the cutover ------------------------------------
-if ns systemctl is-active -q "$daemon" && fits flag 110; then
+if with_daemon flag 110 flag_change_keeps_daemon; then
   d0=$(mainpid "$daemon")
   s0=$(mainpid "$unit")
   cutover_step flag "$(cache_inv "      cutover_extra_args: [--max-running-requests, \"8\"]")"
@@ -231,7 +236,7 @@ if ns systemctl is-active -q "$daemon" && fits flag 110; then
 fi
 
 # --- kill: the daemon SIGKILLed -----------------------------------------------------------------------
-if ns systemctl is-active -q "$daemon" && fits kill 150; then
+if with_daemon kill 150 daemon_killed_both_back_once; then
   ns systemctl reset-failed "$unit" "$daemon" 2>/dev/null
   d0=$(mainpid "$daemon")
   s0=$(mainpid "$unit")
@@ -240,8 +245,13 @@ if ns systemctl is-active -q "$daemon" && fits kill 150; then
   t_step=$EPOCHREALTIME
   ns systemctl kill -s SIGKILL "$daemon"
   back=false
-  for _ in $(seq $(( $(capped 120) * 2 ))); do  # both active again and serving (2 min at most)
-    if ns systemctl is-active -q "$daemon" && ns systemctl is-active -q "$unit" && [ "$(status_of "$port")" = 200 ]; then
+  # both back: new main processes, both active, serving (2 min at most). The old server answers for some seconds
+  # after its daemon is gone (a check of these alone counted that as back after 1.1 s, then went on while systemd
+  # was still starting the two units)
+  for _ in $(seq $(( $(capped 120) * 2 ))); do
+    d=$(mainpid "$daemon") s=$(mainpid "$unit")
+    if [ "$d" != 0 ] && [ "$d" != "$d0" ] && [ "$s" != 0 ] && [ "$s" != "$s0" ] && ns systemctl is-active -q "$daemon" &&
+       ns systemctl is-active -q "$unit" && [ "$(status_of "$port")" = 200 ]; then
       back=true; break
     fi
     sleep 0.5
@@ -269,7 +279,7 @@ if ns systemctl is-active -q "$daemon" && fits kill 150; then
 fi
 
 # --- badflag: an unknown flag through the cutover, rolled back ---------------------------------------
-if ns systemctl is-active -q "$daemon" && fits badflag 150; then
+if with_daemon badflag 150 bad_flag_rolled_back; then
   d0=$(mainpid "$daemon")
   cp "/etc/systemd/system/$unit" "$out/unit-before-badflag.service"
   # shellcheck disable=SC2086  # WEIGHTS_BAD_ARGS is words
