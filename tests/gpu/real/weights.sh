@@ -236,7 +236,7 @@ if with_daemon flag 110 flag_change_keeps_daemon; then
 fi
 
 # --- kill: the daemon SIGKILLed -----------------------------------------------------------------------
-if with_daemon kill 150 daemon_killed_both_back_once; then
+if with_daemon kill 100 daemon_killed_both_back_once; then
   ns systemctl reset-failed "$unit" "$daemon" 2>/dev/null
   d0=$(mainpid "$daemon")
   s0=$(mainpid "$unit")
@@ -279,7 +279,7 @@ if with_daemon kill 150 daemon_killed_both_back_once; then
 fi
 
 # --- badflag: an unknown flag through the cutover, rolled back ---------------------------------------
-if with_daemon badflag 150 bad_flag_rolled_back; then
+if with_daemon badflag 110 bad_flag_rolled_back; then
   d0=$(mainpid "$daemon")
   cp "/etc/systemd/system/$unit" "$out/unit-before-badflag.service"
   # shellcheck disable=SC2086  # WEIGHTS_BAD_ARGS is words
