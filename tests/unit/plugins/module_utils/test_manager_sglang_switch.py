@@ -86,6 +86,31 @@ def test_what_the_switch_started_dies_and_the_failure_says_so_with_the_steps_and
     assert out["wait_seconds"] < 5 and not (tmp_path / "rec").exists()
 
 
+def test_a_port_another_process_holds_is_named_before_what_the_start_died_of(tmp_path):
+    """The holder of the port is the cause of what the start shows then (its bind failed): named first, whatever else
+    the wait's checks find (here what was started has exited too)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    port = free_port()
+    holder = subprocess.Popen([sys.executable, "-c", "import socket; s = socket.socket(); "
+                               "s.bind(('127.0.0.1', %d)); s.listen(8); kept = []\n"
+                               "while True: kept.append(s.accept())" % port])  # a server: it accepts, never answers
+    try:
+        wait_listening(port)
+        mgr = SglangSwitch(Module(wait=wait("http://127.0.0.1:%d" % port, timeout=30.0)))
+        result = dict(msg="rollback: stop server 0.20 s", steps=STEPS, action="rollback")
+        with pytest.raises(Failed) as e:
+            mgr.serve(result, dict(pid_started=dead.pid, began=1796058514.5), "sglang.service", str(tmp_path),
+                      back=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    out = e.value.args[0]
+    assert out["wait_failed"] and out["wait_seconds"] < 5
+    assert out["msg"].startswith("rollback: stop server 0.20 s; then the captured command did not serve: "
+                                 "port %d is held by pid %d (" % (port, holder.pid)), out["msg"]
+
+
 def test_the_cutover_record_is_completed_on_the_host(tmp_path):
     mgr = SglangSwitch(Module(record=dict(write=True, data={"host": "h", "port": 30000, "old": {"pid": 7},
                                                             "stages_sec": {"discover": 0.4}})))
