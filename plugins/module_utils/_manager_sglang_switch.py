@@ -495,6 +495,9 @@ class SglangSwitch(Base):
         result, action = self.result, self.action
         try:
             outcome = self.outcome = _switch_outcome.wait(self.state_dir, self.run_id, self.timeout, tick=self.tell)
+        except _switch_outcome.NeverReported as e:  # given up: a late start of its process switches nothing
+            _switch_lock.unclaim(self.state_dir, self.run_id, str(e))
+            self.fail(str(e), **result)
         except TimeoutError as e:
             self.fail(str(e), **result)
         result.update(_switch_outcome.summary(outcome), outcome=outcome, elapsed=self.elapsed())

@@ -29,6 +29,11 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host.files import
 REPORT_WAIT = 15.0      # how long a claimed switch's process may take to report
 
 
+class NeverReported(TimeoutError):
+    """The claimed switch's process wrote no outcome within REPORT_WAIT: the claim is to be given up (lock.unclaim),
+    so that the process, should it start after all, switches nothing."""
+
+
 def remove(*paths):
     for path in paths:
         try:
@@ -116,7 +121,7 @@ def wait(state_dir, run_id, timeout, poll=0.1, tick=None):
                 out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
                 return out
         elif time.monotonic() - seen_at > REPORT_WAIT:
-            raise TimeoutError("the switch process never reported (see %s)" % where)
+            raise NeverReported("the switch process never reported (see %s)" % where)
         if time.monotonic() >= deadline:
             raise TimeoutError("the switch did not finish within %.0f s; it goes on on the host (%s)" % (timeout, where))
         time.sleep(poll)

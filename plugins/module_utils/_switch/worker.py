@@ -27,7 +27,7 @@ from ansible_collections.inferops.sglang.plugins.module_utils._server import (
 from ansible_collections.inferops.sglang.plugins.module_utils._server.readiness import Server
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
     lock as _switch_lock, outcome as _switch_outcome, preflight as _preflight, relaunch as _relaunch)
-from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import Actions, Owners, Targets
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import DONE, Actions, Owners, Targets
 
 KILL_WAIT = 10.0        # after SIGKILL, how long a process may take to be gone
 PORT_WAIT = 5.0         # after the family is gone, how long the port may take to be free
@@ -109,7 +109,8 @@ class Worker:
         _switch_outcome.write_json(self.path, self.outcome)
 
     def go(self):
-        """Under the lock, the switch of this plan; nothing when the outcome file holds another's live claim."""
+        """Under the lock, the switch of this plan; nothing when the outcome file holds another's live claim, or this
+        plan's claim given up (its run waited REPORT_WAIT for this process and failed)."""
         fd = _switch_lock.take_lock(self.plan["state_dir"], wait=_switch_lock.LOCK_WAIT)
         if fd is None:
             self.outcome.update(finished=True, error="another switch of port %d holds the lock %s" % (
@@ -120,6 +121,9 @@ class Worker:
             if claimed.get("id") != self.plan["id"] and _switch_outcome.pending(claimed):
                 self.outcome.update(finished=True, error="the switch of port %d is claimed by %s, not %s" % (
                     self.plan["port"], claimed.get("id"), self.plan["id"]))
+                return self.outcome
+            if claimed.get("id") == self.plan["id"] and _switch_outcome.state(claimed) in DONE:
+                self.outcome = claimed  # its run gave it up before this process started: left as that run said
                 return self.outcome
             _switch_outcome.write_json(self.path, self.outcome)
             self.switch()

@@ -55,3 +55,25 @@ def test_wait_ticks_with_the_outcome_as_it_stands(tmp_path):
     with pytest.raises(TimeoutError):
         _switch_outcome.wait(str(state), "other", 0.3, tick=seen.append)
     assert seen and set(map(repr, seen)) == {"None"}  # another switch's outcome is none of this one's
+
+
+def test_a_claim_whose_process_never_reports_is_given_up_and_its_late_start_switches_nothing(tmp_path, monkeypatch):
+    """A claimed switch whose process writes nothing within REPORT_WAIT: the wait raises NeverReported, the run gives
+    the claim up (lock.unclaim), and the process, should it start after all, leaves the outcome as that run said."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
+        lock as _switch_lock, worker as _switch_worker)
+    from ..conftest import Systemctl
+    state = tmp_path / "state"
+    state.mkdir()
+    plan = dict(id="t9", action="switch", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(state),
+                drain=1, release_strays=False, devices=[str(tmp_path / "nvidia*")])
+    _switch_lock.claim(plan, None)
+    monkeypatch.setattr(_switch_outcome, "REPORT_WAIT", 0.3)
+    with pytest.raises(_switch_outcome.NeverReported) as e:
+        _switch_outcome.wait(str(state), "t9", 5)
+    _switch_lock.unclaim(str(state), "t9", str(e.value))
+    given_up = _switch_outcome.read_json(str(state / "switch.json"))
+    assert given_up["finished"] and given_up["error"].startswith("the switch process never reported")
+    systemctl = Systemctl()
+    assert _switch_worker.Worker(plan, run=systemctl).go() == given_up
+    assert systemctl.calls == [] and _switch_outcome.read_json(str(state / "switch.json")) == given_up
