@@ -62,16 +62,24 @@ def test_a_claim_whose_process_never_reports_is_given_up_and_its_late_start_swit
     the claim up (lock.unclaim), and the process, should it start after all, leaves the outcome as that run said."""
     from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
         lock as _switch_lock, worker as _switch_worker)
-    from ..conftest import Systemctl
+    from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
+    from ..conftest import Failed, Systemctl
+    from ..test_manager_sglang_switch import Module
     state = tmp_path / "state"
     state.mkdir()
     plan = dict(id="t9", action="switch", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(state),
                 drain=1, release_strays=False, devices=[str(tmp_path / "nvidia*")])
     _switch_lock.claim(plan, None)
     monkeypatch.setattr(_switch_outcome, "REPORT_WAIT", 0.3)
-    with pytest.raises(_switch_outcome.NeverReported) as e:
+    with pytest.raises(_switch_outcome.NeverReported):
         _switch_outcome.wait(str(state), "t9", 5)
-    _switch_lock.unclaim(str(state), "t9", str(e.value))
+    # the module's wait: it fails with that message and gives the claim up
+    mgr = SglangSwitch(Module())
+    mgr.state_dir, mgr.run_id, mgr.timeout, mgr.result, mgr.action = str(state), "t9", 5, {}, "switch"
+    mgr.progress, mgr.told_at = None, None
+    with pytest.raises(Failed) as e:
+        mgr.wait_switch()
+    assert e.value.args[0]["msg"].startswith("the switch process never reported")
     given_up = _switch_outcome.read_json(str(state / "switch.json"))
     assert given_up["finished"] and given_up["error"].startswith("the switch process never reported")
     systemctl = Systemctl()
