@@ -19,12 +19,13 @@ import tempfile
 import zipfile
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
-from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command, timed
+from ansible_collections.inferops.sglang.plugins.module_utils._host import systemd as _systemd
+from ansible_collections.inferops.sglang.plugins.module_utils._host.command import CommandError, run_command, timed
 
 # Ansible puts into the module's payload only the module_utils the module imports: the worker's code travels in it
 # because this file imports it.
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import worker as _switch_worker
-from ansible_collections.inferops.sglang.plugins.module_utils._switch.lock import claim, unclaim
+from ansible_collections.inferops.sglang.plugins.module_utils._switch.lock import claim, unclaim, worker_started
 
 
 def _runtime():
@@ -72,18 +73,31 @@ def launch(plan, since, run=run_command, prepare=None):
             root = keep
         argv = [sys.executable, "-c", worker_code(root, _state_dir.plan(state_dir, run_id))]
         if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
-            argv = ["systemd-run", "--unit", "inferops-sglang-switch-%d-%s" % (plan["port"], run_id), "--collect",
-                    "--quiet", "--property=KillMode=process", "--description",
-                    "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
+            unit = "inferops-sglang-switch-%d-%s.service" % (plan["port"], run_id)
+            argv = ["systemd-run", "--unit", unit, "--collect", "--quiet", "--property=KillMode=process",
+                    "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
             rc, out, err = timed(run, argv, 30)
             if rc != 0:
                 raise RuntimeError("systemd-run failed (rc %d): %s" % (rc, (err or out).strip()))
+            pid = _main_pid(run, unit)  # systemd-run returns once the unit's process is forked
         else:
             with open(os.devnull, "r+") as null:
                 # detached on purpose: run_command would wait for it
-                subprocess.Popen(argv, stdin=null, stdout=null, stderr=null, close_fds=True,  # pylint: disable=ansible-bad-function
-                                 start_new_session=True)
+                pid = subprocess.Popen(argv, stdin=null, stdout=null, stderr=null, close_fds=True,  # pylint: disable=ansible-bad-function
+                                       start_new_session=True).pid
     except Exception as e:
         unclaim(state_dir, run_id, "the switch could not be started: %s" % e)
         raise
+    if pid is not None:
+        worker_started(state_dir, run_id, pid)
     return run_id, argv
+
+
+def _main_pid(run, unit):
+    """The main process of the worker's transient unit; 0 once it ended (the unit collected); None when systemd did
+    not say (the claim then stands for outcome.LAUNCH_WAIT)."""
+    try:
+        pid = _systemd.show(run, unit, ("MainPID",)).get("MainPID", "")
+    except (RuntimeError, CommandError):
+        return None
+    return int(pid) if pid.isdigit() else None

@@ -18,6 +18,7 @@ import os
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import read_json
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.outcome import current, remove, state, write_json
 from ansible_collections.inferops.sglang.plugins.module_utils._switch.states import DONE, OutcomeStates
@@ -72,6 +73,29 @@ def claim(plan, since, prepare=None):
                                                    "finished": False, "error": None})
         return plan["id"], True
     finally:
+        os.close(fd)
+
+
+def worker_started(state_dir, run_id, pid):
+    """The process pid (0: one that already ended) was started for the claim of run_id: said in its outcome while it
+    is still only claimed, so that its wait and other runs follow that process's life (outcome.pending). Nothing
+    once the process wrote its own outcome, or when the lock stays held longer than LOCK_WAIT (the claim then
+    stands for outcome.LAUNCH_WAIT)."""
+    proc = {"pid": pid or None, "starttime": _procfs.starttime(pid) if pid else None}
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        fd = take_lock(state_dir)
+        out = read_json(_state_dir.outcome(state_dir)) or {}
+        if out.get("id") != run_id or state(out) != OutcomeStates.CLAIMED:
+            break  # its process began (it holds the lock while it runs), or the claim was given up
+        if fd is not None:
+            out["worker"] = proc
+            write_json(_state_dir.outcome(state_dir), out)
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if fd is not None:
         os.close(fd)
 
 

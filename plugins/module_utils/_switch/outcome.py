@@ -26,12 +26,15 @@ from ansible_collections.inferops.sglang.plugins.module_utils._switch.states imp
 from ansible_collections.inferops.sglang.plugins.module_utils._host.files import (  # noqa: F401  pylint: disable=unused-import
     read_json, write_json)
 
-REPORT_WAIT = 15.0      # how long a claimed switch's process may take to report
+# how long a claim may stand without the process started for it (launch.launch: the payload's copy and systemd-run,
+# which may take 30 s); once that process is known, its life decides
+LAUNCH_WAIT = 60.0
 
 
 class NeverReported(TimeoutError):
-    """The claimed switch's process wrote no outcome within REPORT_WAIT: the claim is to be given up (lock.unclaim),
-    so that the process, should it start after all, switches nothing."""
+    """The claimed switch's process ended without writing an outcome, or none was started for it within
+    LAUNCH_WAIT: the claim is to be given up (lock.unclaim), so that a process started for it after all switches
+    nothing."""
 
 
 def remove(*paths):
@@ -53,12 +56,25 @@ def state(outcome):
     return OutcomeStates.RUNNING if outcome.get("pid") else OutcomeStates.CLAIMED
 
 
+def worker(outcome):
+    """The (pid, starttime) of the process started for a claimed switch ((None, None) once it ended before it was
+    seen), or None while the run that claimed it has not said (lock.worker_started)."""
+    proc = outcome.get("worker")
+    return None if proc is None else (proc.get("pid"), proc.get("starttime"))
+
+
 def pending(outcome):
-    """Whether the switch of this outcome file goes on: its process alive, or claimed and not started yet."""
+    """Whether the switch of this outcome file goes on: its process alive, or claimed and its process alive, or
+    claimed and not started yet (for LAUNCH_WAIT at most)."""
     now = state(outcome)
     if now == OutcomeStates.RUNNING:
         return _procfs.is_alive((outcome["pid"], outcome.get("starttime")))
-    return now == OutcomeStates.CLAIMED and time.time() - outcome.get("claimed", 0) < REPORT_WAIT
+    if now != OutcomeStates.CLAIMED:
+        return False
+    proc = worker(outcome)
+    if proc is None:
+        return time.time() - outcome.get("claimed", 0) < LAUNCH_WAIT
+    return proc[0] is not None and _procfs.is_alive(proc)
 
 
 def current(state_dir, since=None):
@@ -120,7 +136,13 @@ def wait(state_dir, run_id, timeout, poll=0.1, tick=None):
             if not _procfs.is_alive((out["pid"], out["starttime"])):
                 out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
                 return out
-        elif time.monotonic() - seen_at > REPORT_WAIT:
+        elif mine and state(out) == OutcomeStates.CLAIMED and worker(out) is not None:
+            seen_at = time.monotonic()  # its process is known: it may take as long as it needs to begin
+            if not pending(out) and state(read_json(where)) == OutcomeStates.CLAIMED:  # read again: it may have just begun
+                pid = worker(out)[0]
+                raise NeverReported("the switch process%s ended without reporting (see %s)" % (
+                    " %d" % pid if pid else "", where))
+        elif time.monotonic() - seen_at > LAUNCH_WAIT:
             raise NeverReported("the switch process never reported (see %s)" % where)
         if time.monotonic() >= deadline:
             raise TimeoutError("the switch did not finish within %.0f s; it goes on on the host (%s)" % (timeout, where))

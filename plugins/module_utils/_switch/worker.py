@@ -110,7 +110,7 @@ class Worker:
 
     def go(self):
         """Under the lock, the switch of this plan; nothing when the outcome file holds another's live claim, or this
-        plan's claim given up (its run waited REPORT_WAIT for this process and failed)."""
+        plan's claim given up (its run found no process reporting for it, and failed)."""
         fd = _switch_lock.take_lock(self.plan["state_dir"], wait=_switch_lock.LOCK_WAIT)
         if fd is None:
             self.outcome.update(finished=True, error="another switch of port %d holds the lock %s" % (

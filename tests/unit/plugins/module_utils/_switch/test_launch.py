@@ -78,3 +78,30 @@ def test_the_worker_runs_from_a_payload_of_what_the_module_imports(tmp_path):
     assert outcome["finished"] and [s["step"] for s in outcome["steps"]] == ["verify zero", "release GPUs"]
     assert "systemctl start inferops-test-none.service failed" in outcome["error"]
     assert sorted(os.listdir(str(state))) == ["switch.json", "switch.lock"]  # its payload and plan went with it
+
+
+def test_under_systemd_the_unit_main_process_is_the_one_the_claim_follows(tmp_path, monkeypatch):
+    """Under systemd the worker runs as a transient unit's main process: launch() asks systemd which it is and says so
+    in the claimed outcome, so that the wait follows that process's life (outcome.pending)."""
+    worker = subprocess.Popen(["sleep", "30"])  # the unit's main process, not yet reporting
+    calls = []
+
+    def run(argv):
+        calls.append(argv[4:] if argv[0] == "timeout" else argv)  # past `timeout -k 2 N`
+        return (0, "MainPID=%d\n" % worker.pid, "") if "show" in argv else (0, "", "")
+    isdir = os.path.isdir
+    monkeypatch.setattr(_switch_launch.os.path, "isdir", lambda path: path == "/run/systemd/system" or isdir(path))
+    monkeypatch.setattr(_switch_launch.shutil, "which", lambda name: "/usr/bin/" + name)
+    plan = dict(id="u1", action="start", port=30000, unit="sglang.service", unit_name="sglang",
+                state_dir=str(tmp_path / "state"))
+    try:
+        run_id, argv = _switch_launch.launch(plan, 0, run=run)
+        unit = "inferops-sglang-switch-30000-u1.service"
+        assert run_id == "u1" and argv[:4] == ["systemd-run", "--unit", unit, "--collect"]
+        assert calls[1][:2] == ["systemctl", "show"] and calls[1][-1] == unit
+        claimed = _switch_outcome.read_json(_state_dir.outcome(plan["state_dir"]))
+        assert _switch_outcome.worker(claimed)[0] == worker.pid and _switch_outcome.pending(claimed)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert not _switch_outcome.pending(claimed)

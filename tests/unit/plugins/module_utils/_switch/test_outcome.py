@@ -1,8 +1,10 @@
 """The switch's outcome file, and the wait on it."""
+import os
 import subprocess
 
 import pytest
 
+from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._switch import outcome as _switch_outcome
 
 
@@ -58,8 +60,9 @@ def test_wait_ticks_with_the_outcome_as_it_stands(tmp_path):
 
 
 def test_a_claim_whose_process_never_reports_is_given_up_and_its_late_start_switches_nothing(tmp_path, monkeypatch):
-    """A claimed switch whose process writes nothing within REPORT_WAIT: the wait raises NeverReported, the run gives
-    the claim up (lock.unclaim), and the process, should it start after all, leaves the outcome as that run said."""
+    """A claimed switch for which no process was said to start within LAUNCH_WAIT: the wait raises NeverReported, the
+    run gives the claim up (lock.unclaim), and the process, should it start after all, leaves the outcome as that run
+    said."""
     from ansible_collections.inferops.sglang.plugins.module_utils._switch import (
         lock as _switch_lock, worker as _switch_worker)
     from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_switch import SglangSwitch
@@ -70,7 +73,7 @@ def test_a_claim_whose_process_never_reports_is_given_up_and_its_late_start_swit
     plan = dict(id="t9", action="switch", port=1, unit="sglang.service", unit_name="sglang", state_dir=str(state),
                 drain=1, release_strays=False, devices=[str(tmp_path / "nvidia*")])
     _switch_lock.claim(plan, None)
-    monkeypatch.setattr(_switch_outcome, "REPORT_WAIT", 0.3)
+    monkeypatch.setattr(_switch_outcome, "LAUNCH_WAIT", 0.3)
     with pytest.raises(_switch_outcome.NeverReported):
         _switch_outcome.wait(str(state), "t9", 5)
     # the module's wait: it fails with that message and gives the claim up
@@ -85,3 +88,48 @@ def test_a_claim_whose_process_never_reports_is_given_up_and_its_late_start_swit
     systemctl = Systemctl()
     assert _switch_worker.Worker(plan, run=systemctl).go() == given_up
     assert systemctl.calls == [] and _switch_outcome.read_json(str(state / "switch.json")) == given_up
+
+
+def test_a_claim_is_followed_by_its_process_life_not_by_a_window(tmp_path, monkeypatch):
+    """On a starved host the worker may take longer than any window to write its first word: while the process
+    started for the claim lives, the claim goes on (for the wait and for other runs); once it ended without a word,
+    the wait gives up at once."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._switch import lock as _switch_lock
+    state = tmp_path / "state"
+    state.mkdir()
+    plan = dict(id="t10", action="switch", state_dir=str(state))
+    _switch_lock.claim(plan, None)
+    monkeypatch.setattr(_switch_outcome, "LAUNCH_WAIT", 0.3)
+    silent = subprocess.Popen(["sleep", "30"])
+    try:
+        _switch_lock.worker_started(str(state), "t10", silent.pid)
+        claimed = _switch_outcome.read_json(str(state / "switch.json"))
+        assert _switch_outcome.worker(claimed) == (silent.pid, _procfs.starttime(silent.pid))
+        with pytest.raises(TimeoutError) as e:  # 1.5 s of silence, five LAUNCH_WAITs: not given up
+            _switch_outcome.wait(str(state), "t10", 1.5)
+        assert not isinstance(e.value, _switch_outcome.NeverReported)
+        assert _switch_outcome.pending(claimed) and _switch_outcome.current(str(state)) == "t10"
+    finally:
+        silent.kill()
+        silent.wait()
+    assert not _switch_outcome.pending(claimed) and _switch_outcome.current(str(state)) is None
+    monkeypatch.setattr(_switch_outcome, "LAUNCH_WAIT", 60.0)
+    with pytest.raises(_switch_outcome.NeverReported) as e:
+        _switch_outcome.wait(str(state), "t10", 30)
+    assert str(e.value).startswith("the switch process %d ended without reporting" % silent.pid)
+
+
+def test_the_started_process_is_said_only_while_the_switch_is_claimed(tmp_path):
+    """lock.worker_started: written into a claimed outcome; an outcome its process already wrote is left as it is; a process
+    that ended before it was seen (pid 0: the transient unit collected) makes a claim no longer pending."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._switch import lock as _switch_lock
+    state = tmp_path / "state"
+    state.mkdir()
+    _switch_lock.claim(dict(id="t11", action="switch", state_dir=str(state)), None)
+    _switch_lock.worker_started(str(state), "t11", 0)
+    claimed = _switch_outcome.read_json(str(state / "switch.json"))
+    assert claimed["worker"] == {"pid": None, "starttime": None} and not _switch_outcome.pending(claimed)
+    running = dict(claimed, pid=os.getpid(), starttime=_procfs.starttime(os.getpid()), worker=None)
+    _switch_outcome.write_json(str(state / "switch.json"), running)
+    _switch_lock.worker_started(str(state), "t11", os.getpid())
+    assert _switch_outcome.read_json(str(state / "switch.json")) == running
