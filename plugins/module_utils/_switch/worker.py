@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import json
 import os
+import sys
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils import _state_dir
@@ -112,9 +113,10 @@ class Worker:
         """Under the lock, the switch of this plan; nothing when the outcome file holds another's live claim, or this
         plan's claim given up (its run found no process reporting for it, and failed)."""
         fd = _switch_lock.take_lock(self.plan["state_dir"], wait=_switch_lock.LOCK_WAIT)
-        if fd is None:
+        if fd is None:  # the outcome file is written only under the lock: said in this process's journal instead
             self.outcome.update(finished=True, error="another switch of port %d holds the lock %s" % (
                 self.plan["port"], _state_dir.lock(self.plan["state_dir"])))
+            sys.stderr.write("%s\n" % self.outcome["error"])
             return self.outcome
         try:
             claimed = read_json(self.path) or {}
