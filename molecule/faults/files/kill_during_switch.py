@@ -29,13 +29,14 @@ BEGUN = ("python3 -c \"import json, time\nend = time.time() + 540\nwhile time.ti
 
 
 def on_host(cmd):
-    return subprocess.run(ssh + [cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
-                          check=False)
+    return subprocess.run(ssh + [cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          universal_newlines=True, check=False)
 
 
 def playbook_run():
     again = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", host] + extra,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, check=False)
     text = re.sub(r"\x1b\[[0-9;]*m", "", again.stdout)  # molecule may force colours
     recap = re.search(r"^%s\s+:.*changed=(\d+)" % re.escape(host), text, re.M)
     changed = int(recap.group(1)) if recap else None
@@ -50,9 +51,9 @@ def records():
 
 
 out = {"killed_while_switching": False, "records_before": records()}
-watch = subprocess.Popen(ssh + [BEGUN], stdout=subprocess.PIPE, universal_newlines=True)
-run = subprocess.Popen(["ansible-playbook", "-i", inventory, playbook, "--limit", host] + extra, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True, start_new_session=True)
+watch = subprocess.Popen(ssh + [BEGUN], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, universal_newlines=True)
+run = subprocess.Popen(["ansible-playbook", "-i", inventory, playbook, "--limit", host] + extra, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, start_new_session=True)
 begun = watch.communicate(timeout=600)[0]
 out["killed_while_switching"] = bool(begun.strip())
 os.killpg(run.pid, sig)

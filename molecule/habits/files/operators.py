@@ -15,7 +15,7 @@ import time
 
 what, inventory, playbook, host, address, key = sys.argv[1:7]
 args = sys.argv[7:]
-ssh = ["ssh", "-q", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "root@" + address]
+ssh = ["ssh", "-n", "-q", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "root@" + address]
 STATE = "/var/lib/inferops/cutover"
 WATCHED = "/etc/systemd/system /etc/inferops /usr/local/bin /var/lib/inferops /opt/sglang/venv/bin"
 PROBER = ("python3 -c \"import os, socket, time\nok = refused = 0\nwhile not os.path.exists('/root/stop-prober'):\n"
@@ -24,8 +24,8 @@ PROBER = ("python3 -c \"import os, socket, time\nok = refused = 0\nwhile not os.
 
 
 def on_host(cmd):
-    return subprocess.run(ssh + [cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
-                          check=False).stdout
+    return subprocess.run(ssh + [cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          universal_newlines=True, check=False).stdout
 
 
 def listener(port):
@@ -65,8 +65,8 @@ def checksums():
 
 if what == "look":
     before, pid = checksums(), listener(30000)
-    p = subprocess.run(playbook_cmd("--check", "--diff"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True, check=False)
+    p = subprocess.run(playbook_cmd("--check", "--diff"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     o = kept("look", p.stdout)
     preflight = o[o.find("TASK [inferops.sglang.cutover : Preflight - nothing is stopped unless every check passes]"):]
     preflight = preflight[:preflight.find("\nTASK [", 1)]  # that task's output alone
@@ -82,12 +82,13 @@ if what == "look":
 elif what == "bad_flag":
     pid = listener(30000)
     on_host("rm -f /root/stop-prober")
-    prober = subprocess.Popen(ssh + [PROBER % 30000], stdout=subprocess.PIPE, universal_newlines=True)
+    prober = subprocess.Popen(ssh + [PROBER % 30000], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              universal_newlines=True)
     time.sleep(1)
     runs = []
     for flag in args:
-        p = subprocess.run(playbook_cmd("-e", json.dumps({"cutover_extra_args": [flag]})), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+        p = subprocess.run(playbook_cmd("-e", json.dumps({"cutover_extra_args": [flag]})), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
         said, o = "unrecognized arguments: %s" % flag, kept("bad-flag", p.stdout)
         runs.append(dict(summary(p, o), flag=flag, named=said in o,
                          untouched="nothing was touched" in o or "nothing was stopped" in o,
@@ -101,8 +102,8 @@ elif what == "together":
     before = dict((port, on_host("ls %s/%d/history 2>/dev/null | grep -- '-cutover.json$' || true" % (STATE, port)).split()) for port in set(ports))
     go = time.time() + 2
     runs = [subprocess.Popen([sys.executable, "-c", "import os, sys, time\nwhile time.time() < %r: pass\nos.execvp(sys.argv[1], sys.argv[1:])" % go]
-                             + playbook_cmd("-e", json.dumps({"cutover_port": port})), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, universal_newlines=True) for port in ports]
+                             + playbook_cmd("-e", json.dumps({"cutover_port": port})), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True) for port in ports]
     outs = [kept("together-%d" % port, r.communicate(timeout=600)[0]) for r, port in zip(runs, ports)]
     res = {"runs": [dict(summary(r, o), port=port, tail=failed(r, o))
                     for r, o, port in zip(runs, outs, ports)], "ports": {}}
