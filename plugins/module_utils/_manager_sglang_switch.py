@@ -497,9 +497,9 @@ class SglangSwitch(Base):
             outcome = self.outcome = _switch_outcome.wait(self.state_dir, self.run_id, self.timeout, tick=self.tell)
         except _switch_outcome.NeverReported as e:  # given up: a late start of its process switches nothing
             _switch_lock.unclaim(self.state_dir, self.run_id, str(e))
-            launched = result.get("launched") or []
-            if launched[:2] == ["systemd-run", "--unit"]:  # what its process said before it ended: its journal
-                result["log_lines"] = _systemd.log_lines(self.module.run_command, self.redact, launched[2], lines=10)
+            if (result.get("launched") or [None])[0] == "systemd-run":  # what its process said before it ended
+                result["log_lines"] = _systemd.log_lines(self.module.run_command, self.redact,
+                                                         _switch_launch.worker_unit(self.port, self.run_id), lines=10)
             self.fail(str(e), **result)
         except TimeoutError as e:
             self.fail(str(e), **result)

@@ -41,6 +41,11 @@ def _runtime():
     return here[:here.rfind(marker)], False
 
 
+def worker_unit(port, run_id):
+    """The transient unit the worker of switch run_id of port runs in, where systemd is PID 1."""
+    return "inferops-sglang-switch-%d-%s.service" % (port, run_id)
+
+
 def worker_code(root, plan_file):
     """The worker's command line (python -c): its code found under root (a folder or the payload's copy)."""
     package, name = _switch_worker.__name__.rsplit(".", 1)
@@ -73,7 +78,7 @@ def launch(plan, since, run=run_command, prepare=None):
             root = keep
         argv = [sys.executable, "-c", worker_code(root, _state_dir.plan(state_dir, run_id))]
         if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
-            unit = "inferops-sglang-switch-%d-%s.service" % (plan["port"], run_id)
+            unit = worker_unit(plan["port"], run_id)
             argv = ["systemd-run", "--unit", unit, "--collect", "--quiet", "--property=KillMode=process",
                     "--description", "inferops.sglang switch of port %d to %s" % (plan["port"], plan["unit"])] + argv
             rc, out, err = timed(run, argv, 30)

@@ -42,6 +42,23 @@ def take_lock(state_dir, wait=0.0):
         time.sleep(0.05)
 
 
+def lock_unless(state_dir, answer):
+    """(fd, None) once the lock is taken, or (None, what answer() says) as soon as it says something while another
+    holds the lock, or (None, None) after LOCK_WAIT. answer() reads the outcome file, which is replaced whole:
+    readable without the lock."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        fd = take_lock(state_dir)
+        if fd is not None:
+            return fd, None
+        said = answer()
+        if said:
+            return None, said
+        if time.monotonic() >= deadline:
+            return None, None
+        time.sleep(0.05)
+
+
 def claim(plan, since, prepare=None):
     """Under the lock: the id of the switch this run must report (its own plan, written as switch-plan-ID.json
     with an outcome file that says it is claimed, or the switch another run claimed), and whether it is its own.
@@ -49,17 +66,11 @@ def claim(plan, since, prepare=None):
     runs under the lock before its own claim is written, and returns the plan to write (what the run puts in place
     before the switch, so that nothing is when another run's switch is reported instead, or the lock stays held)."""
     state_dir = plan["state_dir"]
-    deadline = time.monotonic() + LOCK_WAIT
-    while True:
-        fd = take_lock(state_dir)
-        if fd is not None:
-            break
-        other = current(state_dir, since)  # the outcome file is replaced whole: readable without the lock
-        if other:
-            return other, False
-        if time.monotonic() >= deadline:
-            raise RuntimeError("the lock %s stays held, with no switch in progress" % _state_dir.lock(state_dir))
-        time.sleep(0.05)
+    fd, other = lock_unless(state_dir, lambda: current(state_dir, since))
+    if other:
+        return other, False
+    if fd is None:
+        raise RuntimeError("the lock %s stays held, with no switch in progress" % _state_dir.lock(state_dir))
     try:
         other = current(state_dir, since)
         if other:
@@ -82,20 +93,20 @@ def worker_started(state_dir, run_id, pid):
     once the process wrote its own outcome, or when the lock stays held longer than LOCK_WAIT (the claim then
     stands for outcome.LAUNCH_WAIT)."""
     proc = {"pid": pid or None, "starttime": _procfs.starttime(pid) if pid else None}
-    deadline = time.monotonic() + LOCK_WAIT
-    while True:
-        fd = take_lock(state_dir)
+
+    def begun():  # its process began (it holds the lock while it runs), or the claim was given up
         out = read_json(_state_dir.outcome(state_dir)) or {}
-        if out.get("id") != run_id or state(out) != OutcomeStates.CLAIMED:
-            break  # its process began (it holds the lock while it runs), or the claim was given up
-        if fd is not None:
+        return out.get("id") != run_id or state(out) != OutcomeStates.CLAIMED
+
+    fd, dummy = lock_unless(state_dir, begun)
+    if fd is None:
+        return
+    try:
+        if not begun():
+            out = read_json(_state_dir.outcome(state_dir))
             out["worker"] = proc
             write_json(_state_dir.outcome(state_dir), out)
-            break
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
-    if fd is not None:
+    finally:
         os.close(fd)
 
 

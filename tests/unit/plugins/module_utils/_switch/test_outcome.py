@@ -156,7 +156,7 @@ def test_a_switch_process_that_ended_without_a_word_fails_the_module_with_its_jo
         return 0, "another switch of port 1 holds the lock %s/switch.lock\n" % state, ""
     mgr = SglangSwitch(Module())
     mgr.module.run_command = run
-    mgr.state_dir, mgr.run_id, mgr.timeout, mgr.action = str(state), "t12", 30, "switch"
+    mgr.state_dir, mgr.run_id, mgr.timeout, mgr.action, mgr.port = str(state), "t12", 30, "switch", 1
     mgr.result, mgr.progress, mgr.told_at = {"launched": ["systemd-run", "--unit", unit, "--collect"]}, None, None
     with pytest.raises(Failed) as e:
         mgr.wait_switch()
