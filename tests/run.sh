@@ -104,12 +104,13 @@ molecule_lanes() {
   [ $# -eq 0 ] || { lane "$@"; return; }
   # Every scenario, in five lanes at once (the scenarios mostly wait on servers loading), balanced by their times
   # (about 26 minutes the longest lane on a 2-core machine). A lane's scenarios may share container names and SSH
-  # ports with each other, never with another lane's: the first lane's scenarios all use the default platform
-  # `instance`. No name is all hex, which podman would also read as an ID prefix (tests/unit/test_testbed_names.py).
+  # ports with each other, never with another lane's: the first lane's scenarios use the default platform
+  # `instance`, but cutover and bench, whose hosts no other scenario names. No name is all hex, which podman would
+  # also read as an ID prefix (tests/unit/test_testbed_names.py).
   # Scenarios named in no lane run in the last one (fleet, platforms, security, weights).
   # bench measures throughput: it runs last in its lane, when fewer lanes compete for the CPU.
-  local lanes=("modules nccl_env sglang_patches systemd_unit testbed bench" "ports units multinode progress"
-               "habits faults cutover" "versions release inplace heal" "") s i pids=() rc=0
+  local lanes=("modules nccl_env sglang_patches systemd_unit testbed cutover bench"
+               "ports units multinode progress" "habits faults" "versions release inplace heal" "") s i pids=() rc=0
   for s in molecule/*/molecule.yml; do
     s=$(basename "$(dirname "$s")")
     [[ " ${lanes[*]} " == *" $s "* ]] || lanes[4]+=" $s"
