@@ -56,10 +56,11 @@ bench-fleet:
 
 # Restarts with the weights kept (SGLang 0.5.17's weight cache daemon), from the GPU suite's results:
 # `run.sh weights` on the GPU machine writes weights.json; copied to tests/gpu/real/results/DATE/ (a continuation call's
-# as weights-2.json), this writes docs/benchmarks/restart.md (RESULTS=DIR for another run).
+# as weights-2.json), this writes docs/benchmarks/restart.md from the last folder that holds such files (RESULTS=DIR
+# for another run; partial-*.json, a call that measured part of the suite, stay out).
 bench-restart:
 	python3 tests/gpu/real/weights.py summary --md docs/benchmarks/restart.md \
-	  $$(ls $(or $(RESULTS),$$(ls -d tests/gpu/real/results/*/ | tail -1))/weights*.json)
+	  $$(ls $(or $(RESULTS),$$(dirname $$(ls tests/gpu/real/results/*/weights*.json | tail -1)))/weights*.json)
 
 # Role READMEs are generated from meta/argument_specs.yml (a unit test checks them).
 readmes:
