@@ -611,3 +611,30 @@ def test_the_probe_never_runs_as_root_a_command_another_user_can_change_whatever
     assert (mgr.asked, mgr.parsing) == (None, None)
     (warning,) = mgr.module.warnings
     assert "it would run as root, and %s is owned by nobody" % home in warning
+
+
+def test_a_switch_process_that_ended_without_a_word_fails_the_module_with_its_journal(tmp_path):
+    """Its own process ended before its first line (a lock another held for LOCK_WAIT, an exception at its start): the
+    module fails at once, with the last lines of the transient unit's journal, which say why."""
+    state = tmp_path / "state"
+    state.mkdir()
+    _switch_lock.claim(dict(id="t12", action="switch", state_dir=str(state)), None)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _switch_lock.worker_started(str(state), "t12", gone.pid)
+    unit = "inferops-sglang-switch-1-t12.service"
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return 0, "another switch of port 1 holds the lock %s/switch.lock\n" % state, ""
+    mgr = SglangSwitch(Module())
+    mgr.module.run_command = run
+    mgr.state_dir, mgr.run_id, mgr.timeout, mgr.action, mgr.port = str(state), "t12", 30, "switch", 1
+    mgr.result, mgr.progress, mgr.told_at = {"launched": ["systemd-run", "--unit", unit, "--collect"]}, None, None
+    with pytest.raises(Failed) as e:
+        mgr.wait_switch()
+    assert e.value.args[0]["msg"].startswith("the switch process %d ended without reporting" % gone.pid)
+    assert e.value.args[0]["log_lines"] == ["another switch of port 1 holds the lock %s/switch.lock" % state]
+    journal = [a for a in asked if "journalctl" in a][0]
+    assert journal[journal.index("journalctl"):] == ["journalctl", "-u", unit, "-n", "10", "--no-pager", "-o", "cat"]
