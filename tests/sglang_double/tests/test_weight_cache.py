@@ -60,8 +60,10 @@ def wc(tmp_path):
             return self.root / ("sglang_weight_cache_rank%d.%s" % (rank, ext))
 
         def wait_ready(self, *ranks):
+            """Until each rank's ready file names its pid: the daemon opens the file before it writes it (0.5.17
+            daemon.py), so a file that exists may still be empty."""
             for r in ranks:
-                assert wait_for(lambda r=r: self.path(r, "ready").exists(), LONG), "rank %d never ready" % r
+                assert wait_for(lambda r=r: ready_pid(self.path(r, "ready")) is not None, LONG), "rank %d never ready" % r
 
         def engine(self, *args, version="0.5.17", tp=1, model=None, **knobs):
             knobs.setdefault("load_seconds", 0.2)
@@ -88,16 +90,17 @@ def wc(tmp_path):
 
 
 def _ready_pids(root):
-    pids = []
-    for f in root.glob("*.ready") if root.exists() else []:
-        for line in f.read_text().splitlines():
-            if line.startswith("pid="):
-                pids.append(int(line[4:]))
-    return pids
+    return [pid for pid in map(ready_pid, root.glob("*.ready") if root.exists() else []) if pid is not None]
 
 
 def ready_pid(path):
-    return int(path.read_text().splitlines()[0].split("=", 1)[1])
+    """The pid a ready file names, None while there is no file or it has no whole `pid=` line yet."""
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        return None
+    pid = [line[4:].strip() for line in lines if line.startswith("pid=") and line.endswith("\n")]
+    return int(pid[0]) if pid else None
 
 
 def ping(path):
@@ -205,7 +208,7 @@ def test_a_live_daemon_is_refused_unless_force(wc):
     third = wc.daemon("--tp-size", "1", "--force", name="third")
     assert wait_for(lambda: not alive(rank), LONG)
     assert "[weight_cache] force takeover: killing existing daemon pid=%d for rank 0" % rank in text(third)
-    assert wait_for(lambda: wc.path(0, "ready").exists() and ready_pid(wc.path(0, "ready")) != rank, LONG)
+    assert wait_for(lambda: ready_pid(wc.path(0, "ready")) not in (None, rank), LONG)
     assert exited(first) == 1  # its rank daemon was killed under it
     assert third.poll() is None
 
@@ -216,7 +219,7 @@ def test_a_dead_daemons_files_are_removed_at_the_next_launch(wc):
     s.bind(str(wc.path(0, "sock")))
     s.close()  # a socket file nobody listens on
     p = wc.daemon("--tp-size", "1")
-    assert wait_for(lambda: wc.path(0, "ready").exists() and ready_pid(wc.path(0, "ready")) != _dead_pid(), LONG)
+    assert wait_for(lambda: ready_pid(wc.path(0, "ready")) not in (None, _dead_pid()), LONG)
     assert ping(wc.path(0, "sock")) == {"status": "ok"} and p.poll() is None
 
 
