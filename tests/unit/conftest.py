@@ -1,4 +1,5 @@
 """Makes the collection importable as ansible_collections.inferops.sglang, spawns real processes, copies the tree."""
+import atexit
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from tests.helpers import free_port, wait_for  # noqa: F401  pylint: disable=unu
 
 ROOT = Path(__file__).resolve().parents[2]
 _tree = Path(tempfile.mkdtemp(prefix="inferops-unit-"))
+atexit.register(shutil.rmtree, str(_tree), True)  # the tree holds only a link to ROOT, which rmtree does not follow
 (_tree / "ansible_collections" / "inferops").mkdir(parents=True)
 (_tree / "ansible_collections" / "inferops" / "sglang").symlink_to(ROOT)
 COLLECTIONS = str(_tree)
