@@ -60,10 +60,13 @@ def wc(tmp_path):
             return self.root / ("sglang_weight_cache_rank%d.%s" % (rank, ext))
 
         def wait_ready(self, *ranks):
-            """Until each rank's ready file names its pid: the daemon opens the file before it writes it (0.5.17
-            daemon.py), so a file that exists may still be empty."""
+            """Until each rank's ready file names its pid and its socket answers a ping. The daemon opens the ready
+            file before it writes it, then logs `Listening on`, then sets its SIGTERM handler, then accepts (0.5.17
+            daemon.py:404-467): a file that exists may still be empty, and a signal sent before the accept loop
+            finds no handler."""
             for r in ranks:
-                assert wait_for(lambda r=r: ready_pid(self.path(r, "ready")) is not None, LONG), "rank %d never ready" % r
+                assert wait_for(lambda r=r: ready_pid(self.path(r, "ready")) is not None and answers(self.path(r, "sock")),
+                                LONG), "rank %d never ready" % r
 
         def engine(self, *args, version="0.5.17", tp=1, model=None, **knobs):
             knobs.setdefault("load_seconds", 0.2)
@@ -104,15 +107,21 @@ def ready_pid(path):
 
 
 def ping(path):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(10)
-    s.connect(str(path))
-    body = json.dumps({"type": "ping"}).encode()
-    s.sendall(len(body).to_bytes(4, "big") + body)
-    n = int.from_bytes(s.recv(4), "big")
-    answer = json.loads(s.recv(n))
-    s.close()
-    return answer
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(str(path))
+        body = json.dumps({"type": "ping"}).encode()
+        s.sendall(len(body).to_bytes(4, "big") + body)
+        n = int.from_bytes(s.recv(4), "big")
+        return json.loads(s.recv(n))
+
+
+def answers(path):
+    """Whether the daemon at path answers a ping (it does only from its accept loop on)."""
+    try:
+        return ping(path) == {"status": "ok"}
+    except (OSError, ValueError):
+        return False
 
 
 def exited(p, timeout=LONG):
