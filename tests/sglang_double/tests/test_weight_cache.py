@@ -2,6 +2,7 @@
 
 0.5.17's paths are fixed under /tmp; SGLANG_DOUBLE_WEIGHT_CACHE_ROOT moves them into the test's directory (tests only).
 Timings are short; every wait is for a state (a file, an exit, a port), with generous limits for a loaded host."""
+import contextlib
 import json
 import os
 import pathlib
@@ -124,6 +125,22 @@ def answers(path):
         return False
 
 
+@contextlib.contextmanager
+def serving(path, pid):
+    """While the daemon pid serves a connection that says nothing (it waits CLIENT_CONNECTION_TIMEOUT for it), once
+    it holds its listening socket alone (the ping's connection closed), then that one too.
+    Its loop looks at its SIGTERM handler's flag only between connections and at each 1 s timeout of its accept
+    (0.5.17 daemon.py:439-458): a signal sent there would end it before the launcher's death SIGKILLs it (the
+    flag's look right after the ready file, or after the ping of wait_ready); one sent while it serves cannot."""
+    def sockets():
+        return sum(os.readlink(f).startswith("socket:") for f in pathlib.Path("/proc/%d/fd" % pid).iterdir())
+    assert wait_for(lambda: sockets() == 1, LONG), "the daemon %d still serves another connection" % pid
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(path))
+        assert wait_for(lambda: sockets() == 2, LONG), "the daemon %d never took the connection" % pid
+        yield
+
+
 def exited(p, timeout=LONG):
     assert wait_for(lambda: p.poll() is not None, timeout), "still running"
     return p.returncode
@@ -188,9 +205,10 @@ def test_sigterm_to_the_group_leaves_the_socket_and_ready_file(wc):
     p = wc.daemon("--tp-size", "1")
     wc.wait_ready(0)
     rank = ready_pid(wc.path(0, "ready"))
-    os.killpg(p.pid, signal.SIGTERM)
-    assert exited(p) == -signal.SIGTERM
-    assert wait_for(lambda: not alive(rank), LONG)
+    with serving(wc.path(0, "sock"), rank):
+        os.killpg(p.pid, signal.SIGTERM)
+        assert exited(p) == -signal.SIGTERM
+        assert wait_for(lambda: not alive(rank), LONG)
     assert wc.path(0, "sock").exists() and wc.path(0, "ready").exists()  # day2.md: both left, the pid dead
 
 
