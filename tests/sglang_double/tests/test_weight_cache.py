@@ -130,7 +130,7 @@ def serving(path, pid):
     """While the daemon pid serves a connection that says nothing (it waits CLIENT_CONNECTION_TIMEOUT for it), once
     it holds its listening socket alone (the ping's connection closed), then that one too.
     Its loop looks at its SIGTERM handler's flag only between connections and at each 1 s timeout of its accept
-    (0.5.17 daemon.py:439-458): a signal sent there would end it before the launcher's death SIGKILLs it (the
+    (0.5.17 daemon.py:440-460): a signal sent there would end it before the launcher's death SIGKILLs it (the
     flag's look right after the ready file, or after the ping of wait_ready); one sent while it serves cannot."""
     def sockets():
         return sum(os.readlink(f).startswith("socket:") for f in pathlib.Path("/proc/%d/fd" % pid).iterdir())
