@@ -134,6 +134,9 @@ def wait(state_dir, run_id, timeout, poll=0.1, tick=None):
         if mine and state(out) == OutcomeStates.RUNNING:
             seen_at = time.monotonic()
             if not _procfs.is_alive((out["pid"], out["starttime"])):
+                again = read_json(where)  # read again: it may have written its last word and ended since
+                if again and again.get("id") == out["id"] and state(again) in DONE:
+                    return again
                 out["error"] = out.get("error") or "the switch process %d ended without finishing" % out["pid"]
                 return out
         elif mine and state(out) == OutcomeStates.CLAIMED and worker(out) is not None:

@@ -1,6 +1,7 @@
 """The switch's outcome file, and the wait on it."""
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -18,6 +19,30 @@ def test_wait_notices_a_worker_that_died(tmp_path):
     assert "ended without finishing" in out["error"]
     with pytest.raises(TimeoutError):
         _switch_outcome.wait(str(state), "other", 0.3)
+
+
+def test_a_worker_that_finishes_between_the_read_and_the_look_at_its_life_finished(tmp_path, monkeypatch):
+    """The wait reads the outcome, then looks whether its process lives: a worker that wrote its last word and ended
+    in between finished, it did not end without finishing (a rollback on a busy host was reported failed so)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    where = str(state / "switch.json")
+    worker = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    running = {"id": "t11", "pid": worker.pid, "starttime": _procfs.starttime(worker.pid), "finished": False,
+               "steps": [{"step": "start captured command"}]}
+    _switch_outcome.write_json(where, running)
+    is_alive = _procfs.is_alive
+
+    def look(proc):  # the worker's last word and its end fall between the wait's read and this look
+        if worker.poll() is None:
+            _switch_outcome.write_json(where, dict(running, finished=True, started_at=1.0))
+            worker.stdin.close()
+            worker.wait()
+        return is_alive(proc)
+
+    monkeypatch.setattr(_procfs, "is_alive", look)
+    out = _switch_outcome.wait(str(state), "t11", 5)
+    assert worker.returncode == 0 and out["finished"] and out["started_at"] == 1.0 and not out.get("error")
 
 
 STARTED = {"steps": [{"step": "start unit"}], "started_at": 1.0}
