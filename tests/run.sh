@@ -50,12 +50,12 @@ stage_checks() {
   return $rc
 }
 checked() {
-  # the stages that ran beside the others (stage_checks): each waited for, and its log's end shown
+  # the stages that ran beside the others (stage_checks): each waited for; a failed one's log end shown, a passed
+  # one's last line only, so that what failed elsewhere stays in a short tail of the whole run
   local st pid rc=0
   for st in "${beside[@]}"; do
     pid=${st#*:} st=${st%%:*}
-    wait "$pid" || rc=1
-    echo "--- stage $st"; tail -n 40 "tests/output/stage-$st.log"
+    if wait "$pid"; then tail -n 1 "tests/output/stage-$st.log"; else rc=1; echo "--- stage $st"; tail -n 40 "tests/output/stage-$st.log"; fi
   done
   return $rc
 }
@@ -93,7 +93,6 @@ bridge_pinned() {
   ip link set dev "$bridge" address 02:00:0a:58:00:01
 }
 stage_molecule() {
-  rm -f tests/output/molecule-failed
   bridge_pinned || { echo "could not pin podman's bridge"; return 1; }
   local rc=0
   molecule_lanes "$@" || rc=1
@@ -122,16 +121,17 @@ molecule_lanes() {
   done
   for i in 0 1 2 3 4; do wait "${pids[$i]}" || rc=1; done
   cat tests/output/molecule-lane-{1,2,3,4,5}.log
-  molecule_summary
-  return $rc
-}
-molecule_summary() {
-  # last, where a short tail of the whole run still shows it: each lane's scenarios and times, and what failed
-  local i s
   echo "--- molecule lanes"
   for i in 1 2 3 4 5; do
     echo "lane $i: $(sed -n 's/^--- molecule scenario \(.*: [0-9]* s\)$/\1/p' "tests/output/molecule-lane-$i.log" | paste -sd,)"
   done
+  molecule_failures
+  return $rc
+}
+molecule_failures() {
+  # what failed in the scenarios, short: shown at the stage's end and again at the run's, where a short tail of
+  # the whole run still shows it
+  local s
   [ -f tests/output/molecule-failed ] || return 0
   while read -r s; do
     echo "--- molecule scenario $s FAILED; its failures:"
@@ -140,6 +140,7 @@ molecule_summary() {
 }
 
 mkdir -p tests/output
+rm -f tests/output/molecule-failed
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(setup checks molecule)
 passed=0 failed=0 report=() beside=()
@@ -167,6 +168,7 @@ if [ ${#beside[@]} -gt 0 ]; then
   if [ $rc -eq 0 ]; then passed=$((passed + 1)); report+=("lint+sanity ok (waited ${dt}s)"); else failed=$((failed + 1)); report+=("lint+sanity FAILED"); fi
 fi
 echo
+molecule_failures
 echo "stage times: ${report[*]}"
 echo "stages: $passed passed, $failed failed"
 [ $failed -eq 0 ]
