@@ -82,11 +82,24 @@ def local_url(port, proc="/proc"):
     return None
 
 
+def _ends(sock):
+    """(this end, the server's end) of a client socket, each (address, port); None once the connection is reset
+    (ENOTCONN: the listener closed, its process gone, before any process accepted it)."""
+    try:
+        mine, peer = sock.getsockname()[:2], sock.getpeername()[:2]
+    except OSError:
+        return None
+    return (_plain(mine[0]), mine[1]), (_plain(peer[0]), peer[1])
+
+
 def accepted(sock, proc="/proc"):
     """socket:[INODE] of the server's end of a connected client socket (the row whose remote address is the
-    client's), or None while no process has accepted the connection (the kernel shows inode 0 until then)."""
-    mine, peer = sock.getsockname()[:2], sock.getpeername()[:2]
-    mine, peer = (_plain(mine[0]), mine[1]), (_plain(peer[0]), peer[1])
+    client's), or None while no process has accepted the connection (the kernel shows inode 0 until then) or once
+    it was reset."""
+    ends = _ends(sock)
+    if ends is None:
+        return None
+    mine, peer = ends
     for state, local, lport, remote, rport, inode, uid in _rows(proc):
         if (local, lport) == peer and (remote, rport) == mine and inode != "0":
             return "socket:[%s]" % inode
@@ -98,7 +111,7 @@ def _accepting(sock, unit, pid, wait):
     whether a process of `unit` (a service name) or of the family of `pid` holds it; whose that is, in words)."""
     deadline = time.monotonic() + wait
     inode = accepted(sock)
-    while inode is None and time.monotonic() < deadline:
+    while inode is None and time.monotonic() < deadline and _ends(sock) is not None:
         time.sleep(0.01)
         inode = accepted(sock)
     if unit:
@@ -115,7 +128,10 @@ def peer_problem(sock, unit=None, pid=None, wait=ACCEPT_WAIT):
     """None when the process that accepted this client connection is of `unit` (a service name) or of the family of
     `pid`: the server the API key is for. Else why not. A request with the key is sent only after this: during a
     model load the port is free, and any local user may bind it."""
-    port = sock.getpeername()[1]
+    ends = _ends(sock)
+    if ends is None:
+        return "the connection was reset before a process accepted it"
+    port = ends[1][1]
     inode, ours, whose = _accepting(sock, unit, pid, wait)
     if inode is None:
         return "no process accepted the connection to port %d within %g s" % (port, wait)
@@ -130,7 +146,8 @@ def squatter(host, port, unit=None, pid=None, wait=1.0):
     bind fails and the server cannot serve, yet it lives on for minutes (its warm-up talks to the holder), ignores
     SIGTERM and keeps its GPU memory: a wait that sees the port taken fails at once instead of waiting out its
     timeout. Taken means: a connection to host:port accepted by a process this user can read, of neither. None while
-    nothing listens, when the server's own process accepted it, or when who accepted it cannot be told."""
+    nothing listens or the connection was reset (its listener closed before accepting it), when the server's own process
+    accepted it, or when who accepted it cannot be told."""
     try:
         sock = socket.create_connection((host, port), timeout=wait)
     except OSError:

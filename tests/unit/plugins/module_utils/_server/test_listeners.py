@@ -87,3 +87,39 @@ def test_a_squatter_is_named_and_the_servers_own_listener_is_not(shell, spawn, i
     assert "port %d is held by pid %d (/usr/bin/python3 -c " % (elsewhere, holder.pid) in _listeners.squatter(
         "127.0.0.1", elsewhere, unit="sglang-%d.service" % elsewhere)
     assert _listeners.squatter(ask, free_port(), pid=server) is None, "nothing listens: still loading"
+
+
+@pytest.mark.parametrize("look", ["squatter", "peer_problem"])
+def test_a_connection_reset_before_any_process_accepted_it_is_no_holder_and_no_error(monkeypatch, look):
+    """The server's listener closes (its process ended) after the kernel completed the connection and before any
+    process accepted it: the client's socket is reset and has no peer any more (getpeername: ENOTCONN). Nothing holds
+    the port then, and the API key is not sent; neither look raises (the switch's wait failed on it: 'Module failed:
+    [Errno 107] Transport endpoint is not connected')."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    connect = socket.create_connection
+
+    def connected_then_reset(address, *args, **kwargs):
+        sock = connect(address, *args, **kwargs)
+        listener.close()
+        assert wait_for(lambda: _no_peer(sock), 5), "the kernel resets a connection nobody accepted"
+        return sock
+
+    monkeypatch.setattr(_listeners.socket, "create_connection", connected_then_reset)
+    if look == "squatter":
+        assert _listeners.squatter("127.0.0.1", port, unit="sglang-%d.service" % port, wait=30) is None
+    else:
+        sock = _listeners.socket.create_connection(("127.0.0.1", port))
+        with sock:
+            assert _listeners.peer_problem(sock, unit="sglang-%d.service" % port, wait=30) == (
+                "the connection was reset before a process accepted it")
+
+
+def _no_peer(sock):
+    try:
+        sock.getpeername()
+    except OSError:
+        return True
+    return False
