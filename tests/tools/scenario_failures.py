@@ -4,15 +4,16 @@
 
 Each `fatal:`/`failed:` result of the log (on one line, or pretty-printed over several up to its closing brace) with
 its message, its return code and the end of its stderr and stdout, each cut; the pytest failures (`E  `, `FAILED `)
-and molecule's CRITICAL line as they are. Retries (`FAILED - RETRYING`) are noise and left out. At most LINES lines
-(60), the last ones.
+and molecule's CRITICAL line as they are. Retries (`FAILED - RETRYING`) are noise and left out, and so is molecule's
+CRITICAL line of a project with no default scenario, which opens every scenario's log (molecule goes on). At most
+LINES lines (60), the last ones.
 """
 import json
 import re
 import sys
 
 RESULT = re.compile(r"^(fatal|failed): \[([^\]]*\](?: \(item=.*?\))?):? (?:[A-Z]+! )?=> (.*)$")
-KEEP = re.compile(r"^(E  |FAILED (?!- RETRYING)|CRITICAL )")
+KEEP = re.compile(r"^(E  |FAILED (?!- RETRYING)|CRITICAL (?!'molecule/default/molecule.yml' glob failed))")
 WIDTH = 400
 
 

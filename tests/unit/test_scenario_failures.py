@@ -23,6 +23,7 @@ def test_a_pretty_printed_result_gives_its_message_rc_and_the_end_of_its_stderr(
 
 def test_a_one_line_result_an_assertion_and_pytest_failures_are_kept():
     log = "\n".join([
+        "CRITICAL 'molecule/default/molecule.yml' glob failed.  Exiting.",
         'fatal: [fault9]: FAILED! => {"assertion": "x == 1", "changed": false, "evaluated_to": false, "msg": "no"}',
         "failed: [h1] (item=1) => not json",
         "E       assert 1 == 0",
