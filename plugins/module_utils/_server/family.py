@@ -118,8 +118,11 @@ SCHEDULER = "sglang::scheduler"
 class SchedulerWatch:
     """Tells when the server loses a scheduler (the OOM killer's SIGKILL, say): SGLang before 0.5.15 has no
     liveness watch and then waits for ever (port closed while loading; /health 503 once serving), so nothing else
-    would fail. The schedulers are the `sglang::scheduler*` processes of `unit` (a service name), or of the family
-    of `pid`; each one seen must stay alive."""
+    would fail. The schedulers are the `sglang::scheduler*` processes of `unit` (a service name), or those below
+    `pid` in its process tree; each one seen must stay alive. Only the tree, not family(): a scheduler leaves the tree
+    only when the launcher above it ended, which the check on `pid` itself sees; and the kin that family() adopts may
+    be another server's (one started from the same shell session, whose schedulers are orphans for the moment between
+    its launcher's kill and their own end), whose end is not this server's loss."""
 
     def __init__(self, unit=None, pid=None):
         self.unit = unit
@@ -134,7 +137,7 @@ class SchedulerWatch:
         server = procs.get(self.pid)
         if server is None:
             return []
-        return [procs[q] for q in family_of(server, procs) if procs[q].cmdline.startswith(SCHEDULER)]
+        return [procs[q] for q in _procfs.descendants(procs, [server.pid]) if procs[q].cmdline.startswith(SCHEDULER)]
 
     def problem(self):
         """None while every scheduler seen is alive; else which died."""

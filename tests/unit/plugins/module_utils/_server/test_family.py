@@ -105,6 +105,29 @@ def test_scheduler_watch_names_a_killed_scheduler(shell):
     assert "lost a scheduler" in why and "%s (pid %d)" % (title, ident[0]) in why, why
 
 
+def test_the_watch_is_the_servers_tree_not_an_orphan_of_its_session(shell):
+    """A scheduler orphaned in the server's session and process group after it started (another server's of the same
+    shell, for the moment between its launcher's kill and its own end) is kin that family() adopts; the watch keeps
+    to the server's tree, so that orphan's end is no loss of this server."""
+    port = free_port()
+    shell("%s > s.log 2>&1 & sleep 0.5; ( exec -a sglang::scheduler_TP0 sleep 600 & ); wait" % server_cmd(port))
+    (server,) = wait_listening(port)
+
+    def orphan():
+        procs = _procfs.snapshot()
+        found = [p.pid for p in procs.values() if p.cmdline == "sglang::scheduler_TP0 600" and p.sid == procs[server].sid]
+        return found[0] if found else None
+    pid = wait_for(orphan, 10)
+    procs = _procfs.snapshot()
+    assert pid in _family.family_of(procs[server], procs), "kin of its session, started after it: family() adopts it"
+    watch = _family.SchedulerWatch(pid=server)
+    assert watch.problem() is None
+    assert len(watch.seen) == 2 and pid not in [ident[0] for ident in watch.seen], "tp 2: its own two schedulers"
+    os.kill(pid, 9)
+    wait_for(lambda: not _procfs.is_alive(procs[pid].identity), 10)
+    assert watch.problem() is None
+
+
 def test_a_server_started_with_sglang_serve_is_found_with_its_wrapper_loop(shell, tmp_path):
     """The console script every wheel ships: in /proc it reads `PYTHON VENV/bin/sglang serve ...` (the shebang)."""
     script = tmp_path / "bin" / "sglang"
