@@ -1,6 +1,7 @@
 """What the module_utils tests share: real processes and servers to look at, files, and a fake AnsibleModule to drive
 the managers with."""
 import json
+import mmap
 import os
 import pathlib
 import pickle
@@ -16,6 +17,7 @@ import pytest
 from tests import helpers
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners
+from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache
 from ansible_collections.inferops.sglang.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.inferops.sglang.plugins.module_utils._host.command import run_command
 from tests.unit.conftest import ROOT, free_port, wait_for
@@ -256,6 +258,50 @@ def evict(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+class Kept:
+    """Pages of files kept mapped while a test looks at their residency. A page of the page cache that no process
+    maps may be dropped at any moment, with memory to spare: proactive reclaim (DAMON's pageout of cold unmapped
+    pages, as some hosts and virtual machines run it) takes a page read a second ago when the region it lies in was
+    cold, and mincore then finds it gone. A mapped page is not taken that way, nor under light pressure."""
+
+    def __init__(self):
+        self.maps = []
+
+    def map(self, path, offset=0, length=None):
+        """Map length bytes (the rest of the file when None) of path from offset (page-aligned) and touch each
+        page: they are resident, and stay mapped until the test ends."""
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            length = size - offset if length is None else min(length, size - offset)
+            if length <= 0:
+                return
+            m = mmap.mmap(f.fileno(), length, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
+        for i in range(0, length, mmap.PAGESIZE):
+            m[i]  # pylint: disable=pointless-statement
+        self.maps.append(m)
+
+    def close(self):
+        for m in self.maps:
+            m.close()
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """A Kept, with every window the page cache's warm reads whole kept mapped too (from the moment it was read:
+    in the forked child that reads as the owner as well, until that child's answer is measured)."""
+    k = Kept()
+    real = _pagecache._read
+
+    def read(files, path, offset, length, *rest):
+        done = real(files, path, offset, length, *rest)
+        if done:
+            k.map(path, offset, length)
+        return done
+    monkeypatch.setattr(_pagecache, "_read", read)
+    yield k
+    k.close()
 
 
 # nvidia-smi for one real holder: listed with its memory while it lives, then unlisted, memory.used lagging

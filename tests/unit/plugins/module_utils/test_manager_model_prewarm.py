@@ -19,7 +19,8 @@ class Module(FakeModule):
 
 
 @pytest.fixture
-def cold(tmp_path):
+def cold(tmp_path, kept):
+    """Two model files out of the page cache; what a warm reads of them stays (kept)."""
     paths = [write(tmp_path / "model-1.safetensors", 8 * MIB), write(tmp_path / "model-2.safetensors", 8 * MIB)]
     for p in paths:
         evict(p)

@@ -23,8 +23,9 @@ class Module(FakeModule):
 
 
 @pytest.fixture
-def cap(tmp_path):
-    """A capture whose --model-path is relative to its cwd; its weights out of the page cache."""
+def cap(tmp_path, kept):
+    """A capture whose --model-path is relative to its cwd; its weights out of the page cache (what a warm reads of
+    them stays: kept)."""
     model = tmp_path / "llama"
     model.mkdir()
     for name in ("model-1.safetensors", "model-2.safetensors"):

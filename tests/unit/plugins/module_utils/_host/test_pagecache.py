@@ -5,32 +5,27 @@ from ansible_collections.inferops.sglang.plugins.module_utils._host import pagec
 from ..conftest import MIB, evict, write
 
 
-def read(path):
-    with open(path, "rb") as f:
-        while f.read(MIB):
-            pass
-
-
 @pytest.fixture
-def cold(tmp_path):
-    """Files of 24 MiB and 40 MiB + 3 bytes, not in the page cache."""
+def cold(tmp_path, kept):
+    """Files of 24 MiB and 40 MiB + 3 bytes, not in the page cache; what the test or a warm reads of them stays
+    (kept)."""
     paths = [write(tmp_path / "a.safetensors", 24 * MIB), write(tmp_path / "b.safetensors", 40 * MIB + 3)]
     for p in paths:
         evict(p)
     return paths
 
 
-def test_a_file_evicted_is_not_resident_and_one_read_is(cold):
+def test_a_file_evicted_is_not_resident_and_one_read_is(cold, kept):
     size, held = _pagecache.resident(cold[1])
     assert size == 40 * MIB + 3 and held < size // 10
-    read(cold[1])
+    kept.map(cold[1])
     assert _pagecache.resident(cold[1]) == (size, size)
-    assert _pagecache.residency(cold) == {"bytes": 64 * MIB + 3, "resident": size + _pagecache.resident(cold[0])[1],
-                                          "errors": []}
+    kept.map(cold[0])
+    assert _pagecache.residency(cold) == {"bytes": 64 * MIB + 3, "resident": 64 * MIB + 3, "errors": []}
 
 
-def test_the_mappings_are_chunked_and_add_up(cold, monkeypatch):
-    read(cold[1])
+def test_the_mappings_are_chunked_and_add_up(cold, kept, monkeypatch):
+    kept.map(cold[1])
     evict(cold[0])
     monkeypatch.setattr(_pagecache, "MAP_SPAN", 3 * _pagecache.PAGE)  # many mappings, the last one short
     size, vec = _pagecache.pages(cold[1])
@@ -38,8 +33,8 @@ def test_the_mappings_are_chunked_and_add_up(cold, monkeypatch):
     assert _pagecache.resident(cold[0])[1] < 24 * MIB // 10
 
 
-def test_the_warm_reads_what_is_missing_until_all_is_resident(cold):
-    read(cold[0])  # resident already: counted, not read again
+def test_the_warm_reads_what_is_missing_until_all_is_resident(cold, kept):
+    kept.map(cold[0])  # resident already: counted, not read again
     out = _pagecache.warm(cold, margin=0, budget=60, readers=2)
     assert out["errors"] == [] and out["stopped"] is None
     assert out["resident_before"] >= 24 * MIB and out["resident_before"] < 24 * MIB + 4 * MIB
