@@ -228,7 +228,10 @@ class SglangSwitch(Base):
         if why and self.command and not self.back:
             problems.append(why)
         problems += self.identities(server, procs)
-        if self.back and not os.path.exists(_state_dir.capture(self.state_dir)):
+        # a rollback to the unit's files as they served before a failed restart needs none (a unit made from
+        # cutover_command alone never had a capture)
+        if self.back and not os.path.exists(_state_dir.capture(self.state_dir)) and not (
+                p["previous_of"] and self.previous_unit(p["previous_of"])):
             problems.append("there is no capture in %s: nothing to go back to" % self.state_dir)
         if state.get("LoadState") != "loaded" and not self.module.check_mode and not self.back and not self.staged:
             problems.append("%s is not installed (LoadState %s)" % (self.unit, state.get("LoadState")))
