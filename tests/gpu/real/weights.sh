@@ -282,9 +282,20 @@ fi
 if with_daemon badflag 110 bad_flag_rolled_back; then
   d0=$(mainpid "$daemon")
   cp "/etc/systemd/system/$unit" "$out/unit-before-badflag.service"
+  # each text the unit's environment file has during the step (the restart's, then the rollback's): what the
+  # restart changed in it restarts the daemon, which shares it
+  envfile=/etc/inferops/sglang/sglang-$port.env
+  ( n=0 last=
+    while sleep 0.2; do
+      sum=$(cksum < "$envfile" 2> /dev/null) || continue
+      [ "$sum" = "$last" ] || { n=$((n + 1)); cp "$envfile" "$out/env-badflag-$n"; last=$sum; }
+    done ) &
+  envwatch=$!
   # shellcheck disable=SC2086  # WEIGHTS_BAD_ARGS is words
   bad_yaml=$("$py" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' $bad_args)
   cutover_step badflag "$(cache_inv "      cutover_extra_args: $bad_yaml")"
+  kill "$envwatch" 2> /dev/null
+  wait "$envwatch" 2> /dev/null
   gpu_note badflag
   d1=$(mainpid "$daemon")
   same_unit=$(cmp -s "/etc/systemd/system/$unit" "$out/unit-before-badflag.service" && echo true || echo false)
