@@ -1,5 +1,7 @@
 """Every role: argument_specs options are exactly its defaults' keys plus the required options, with the
 same defaults; public variables carry the role's prefix; the README is the one generated from the specs."""
+import re
+
 import pytest
 import yaml
 
@@ -36,6 +38,37 @@ def test_public_variables_carry_the_prefix(role):
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
 def test_readme_is_generated_from_the_specs(role):
     assert (role / "README.md").read_text() == render(role), "run `make readmes`"
+
+
+def includes(path):
+    """(the task's name, a task file it includes or imports) for each file a task of path names: as written, or each
+    that a template picks from ('a.yml' if ... else 'b.yml'); {{ role_path }} stands for the role's folder. A file
+    given by a variable (an operator's hook) is not the role's."""
+    role = path.parents[[p.name for p in path.parents].index("tasks") + 1] if "tasks" in path.parts else None
+    for t in tasks(load(path)):
+        for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            target = t.get(key)
+            target = target.get("file") if isinstance(target, dict) else target
+            if target:
+                target = target.replace("{{ role_path }}", str(role))
+                for name in (re.findall(r"'([\w/.-]+\.yml)'", target) if "{{" in target else [target]):
+                    yield t["name"], name
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_each_include_names_one_file(role):
+    """A bare name is looked for in the role's tasks/ and beside the includer, in an order of Ansible's (include_tasks:
+    tasks/ first, ansible/playbook/included_file.py; import_tasks: beside the includer first, playbook/helpers.py):
+    a name that both hold names two files, and the one that runs may not be the one meant. A mode's folder that
+    included `rollback.yml` ran tasks/rollback.yml, the one-host rollback, in place of its own group/rollback.yml."""
+    root = role / "tasks"
+    wrong = []
+    for path in sorted(root.rglob("*.yml")):
+        for name, target in includes(path):
+            found = set(p.resolve() for p in (root / target, path.parent / target) if p.exists())
+            if len(found) != 1:
+                wrong.append("%s, %r: %s" % (path.relative_to(root), name, sorted(map(str, found)) or "no file"))
+    assert wrong == []
 
 
 # The cutover role: each stage is a task file named for it (STAGE.yml, STAGE_PART.yml; a mode's in its folder,

@@ -93,6 +93,12 @@ def test_rank_1_killed_while_it_loads_fails_fast_and_rolls_back_both_hosts():
     fatal = [line for line in failures(text) if "ROLLED BACK: every rank runs its captured command again" in line]
     assert sorted(re.findall(r"^fatal: \[(mn\d)\]", "\n".join(fatal), re.M)) == ["mn0", "mn1"], failures(text)
     assert not any("not ready within" in line for line in fatal), fatal
+    # the group's rollback: rank 0's unit stopped, then every other rank's, before any rank's captured command starts (a
+    # unit that its Restart= started again meets the captured commands at --dist-init-addr: rank 1's joins it, and ends
+    # with it)
+    order = [text.find("TASK [inferops.sglang.cutover : Rollback - " + task) for task in (
+        "rank 0's unit stopped first", "every other rank's unit stopped", "stop the unit, start what served before")]
+    assert -1 not in order and order == sorted(order), order
     waits = [json.loads(line.split("=> ", 1)[1]) for line in failures(text)
              if line.startswith("fatal: [mn0]") and '"wait_seconds"' in line]
     assert waits and waits[0]["wait_failed"] and waits[0]["wait_seconds"] < 40, waits or failures(text)
