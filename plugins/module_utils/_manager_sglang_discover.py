@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import pwd
 import time
 
 from ansible_collections.inferops.sglang.plugins.module_utils._server import (
@@ -127,11 +128,25 @@ class SglangDiscover(Base):
     def stored_caches(self, stored):
         """With nothing on the port (a switch between its stop and its start, a server that is down): the caches of
         the capture the unit is made from, and so the unit's environment, as they are with its server up (the
-        installed version asked); None without a capture."""
+        installed version asked). Without a capture, those of the command the unit is made from alone (command, run
+        as user, else root): the environment its own server's look gives on the next run. None without either."""
+        if not (stored or {}).get("argv"):
+            stored = self.planned()
         if not stored.get("argv") or stored.get("uid") is None:
             return None
         version = installed(stored["argv"], stored["uid"])[0]
         return caches(stored, stored, stored.get("user"), version, self.params.get("user") or stored.get("user"))
+
+    def planned(self):
+        """What a capture would say of the unit made from variables alone: its command, the environment's HOME and
+        cache variables (CACHE_VARIABLES, all that the caches' places depend on), its user (root when none is given);
+        {} without a command, or for a user this host does not know."""
+        p = self.params
+        user = p.get("user") or "root"
+        if not p.get("command") or _caches.home_of(user) is None:
+            return {}
+        env = dict((k, str(v)) for k, v in (p.get("environment") or {}).items() if k in _caches.CACHE_VARIABLES)
+        return {"argv": list(p["command"]), "environment": env, "user": user, "uid": pwd.getpwnam(user).pw_uid}
 
     def refusals(self, cap):
         """Why the capture must not be run again (_capture.refusals), secrets masked; [] without a capture."""

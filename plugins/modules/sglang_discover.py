@@ -65,6 +65,25 @@ options:
     type: str
     default: ""
     version_added: 0.3.0
+  command:
+    description:
+      - The command the unit runs when it is made from variables alone (C(cutover_command)), its secrets masked (only
+        its interpreter runs, to ask the installed version). With nothing on the port and no capture, RV(caches) are
+        those of this command's server, run as O(user) (default root), so that the unit made now is the one the
+        look at its own server makes on the next run.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
+  environment:
+    description:
+      - The environment of the unit made from O(command) (C(cutover_environment)). Only C(HOME) and the cache
+        variables (C(SGLANG_CACHE_DIR), C(TRITON_CACHE_DIR), C(TORCHINDUCTOR_CACHE_DIR), C(FLASHINFER_WORKSPACE_BASE),
+        C(TVM_FFI_CACHE_DIR), C(SGLANG_DG_CACHE_DIR), C(CUDA_CACHE_PATH)) are read. Give no others, as a module's
+        arguments reach the host's log.
+    type: dict
+    default: {}
+    version_added: 0.3.0
   prewarm:
     description:
       - V(auto) reads the weight files' pages the page cache lacks (in order, with several readers and
@@ -350,7 +369,8 @@ caches:
       following symlinks; and C(environment), the cache variables a unit of O(user) (default the server's own user) gets so that its server finds
       them after the cutover and after a boot (those the server sets itself are in its captured environment).
       With nothing on the port, those of the kept capture (the installed version asked), as its server would use
-      them, so that a unit made then is the one made with the server up. Null when there is neither.
+      them, so that a unit made then is the one made with the server up; without a capture, those of O(command).
+      Null when there is none of them.
   returned: always
   type: dict
   sample: {found: [{name: triton, variable: TRITON_CACHE_DIR, path: /root/.triton/cache, set: false, volatile: false,
@@ -398,6 +418,8 @@ def main():
             unit=dict(type="str"),
             user=dict(type="str", default=""),
             group=dict(type="str", default=""),
+            command=dict(type="list", elements="str", default=[]),
+            environment=dict(type="dict", default={}),
             prewarm=dict(type="str", choices=["auto", "off", "plan"], default="off"),
             prewarm_budget=dict(type="int", default=600),
             prewarm_margin_gib=dict(type="int", default=8),

@@ -164,3 +164,13 @@ def test_the_cutover_s_facts_are_set_once_and_its_registered_results_carry_one_p
     assert registered and all(n.startswith("__cutover_") for n in registered), registered
     internal = (CUTOVER / "vars" / "main.yml").read_text()
     assert "__cutover_" not in internal and not [n for n in set_in if n in internal]  # vars/: the inputs' alone
+
+
+def test_the_discovery_is_given_the_environment_s_cache_variables_only():
+    """The unit made from variables alone: the discovery reads HOME and the cache variables of its environment, and is
+    given those only (a module's arguments reach the host's log; the others may be secrets)."""
+    from ansible_collections.inferops.sglang.plugins.module_utils._host.caches import CACHE_VARIABLES
+
+    assert load(CUTOVER / "vars" / "main.yml")["_cutover_cache_variables"] == list(CACHE_VARIABLES)
+    task = next(t for t in tasks(load(CUTOVER / "tasks" / "discover.yml")) if "inferops.sglang.sglang_discover" in t)
+    assert "selectattr('key', 'in', _cutover_cache_variables)" in task["inferops.sglang.sglang_discover"]["environment"]

@@ -36,6 +36,8 @@ MAX_ENTRIES = 200000    # a size stops counting here (said so)
 CACHES = (("sglang", "SGLANG_CACHE_DIR"), ("triton", "TRITON_CACHE_DIR"), ("inductor", "TORCHINDUCTOR_CACHE_DIR"),
           ("flashinfer", "FLASHINFER_WORKSPACE_BASE"), ("tvm-ffi", "TVM_FFI_CACHE_DIR"),
           ("deep_gemm", "SGLANG_DG_CACHE_DIR"), ("cuda", "CUDA_CACHE_PATH"))
+# what the caches' places depend on, of a server's environment
+CACHE_VARIABLES = ("HOME",) + tuple(var for name, var in CACHES)
 
 
 def home_of(user):

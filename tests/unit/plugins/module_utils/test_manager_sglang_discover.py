@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from ansible_collections.inferops.sglang.plugins.module_utils._host import pagecache as _pagecache, procfs as _procfs
+from ansible_collections.inferops.sglang.plugins.module_utils._host import (
+    caches as _caches, pagecache as _pagecache, procfs as _procfs)
 from ansible_collections.inferops.sglang.plugins.module_utils._server import listeners as _listeners, port_units as _port_units
 from ansible_collections.inferops.sglang.plugins.module_utils._manager_sglang_discover import SglangDiscover, installed, served, upgrade
 from tests.unit.conftest import free_port, wait_for
@@ -123,7 +124,8 @@ def test_with_nothing_on_the_port_the_units_cache_environment_is_the_one_its_ser
     assert up["running_version"].startswith("0.5.23") and up["caches"]["environment"]["SGLANG_CACHE_DIR"], up
     # what the switch keeps; its interpreter a venv where SGLang 0.5.23 is installed (the double runs from this
     # interpreter, SGLang on its PYTHONPATH only: asked with a clean environment, it has none)
-    capture.write_text(json.dumps(dict(up["stored"], argv=[double_venv(tmp_path).python] + up["stored"]["argv"][1:])))
+    python = double_venv(tmp_path).python
+    capture.write_text(json.dumps(dict(up["stored"], argv=[python] + up["stored"]["argv"][1:])))
     os.killpg(os.getpgid(pid), signal.SIGKILL)
     wait_for(lambda: not _listeners.listeners(port, _procfs.snapshot()), 15)
     with pytest.raises(Exited) as e:
@@ -133,6 +135,17 @@ def test_with_nothing_on_the_port_the_units_cache_environment_is_the_one_its_ser
     assert (down["caches"] or {}).get("environment") == up["caches"]["environment"]
     with pytest.raises(Exited) as e:  # without a capture, nothing to make a unit of
         SglangDiscover(Module(port=port, prewarm="off")).run()
+    assert e.value.args[0]["caches"] is None
+    # ... unless it is made from variables alone: the command's own server's, as with a capture of that command (its
+    # secrets masked, its environment's HOME and cache variables only; the others are not read)
+    env = dict((k, v) for k, v in up["stored"]["environment"].items() if k in _caches.CACHE_VARIABLES)
+    command = [python] + up["stored"]["argv"][1:] + ["--api-key", "********"]
+    with pytest.raises(Exited) as e:
+        SglangDiscover(Module(port=port, prewarm="off", command=command, user="root",
+                              environment=dict(env, HF_TOKEN="not read"))).run()
+    assert e.value.args[0]["caches"]["environment"] == up["caches"]["environment"]
+    with pytest.raises(Exited) as e:  # a user this host does not know: no unit of theirs to make
+        SglangDiscover(Module(port=port, prewarm="off", command=command, user="no-such-user-here")).run()
     assert e.value.args[0]["caches"] is None
 
 
