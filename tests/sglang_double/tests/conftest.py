@@ -164,13 +164,25 @@ def double(tmp_path):
         os.kill(pid, signal.SIGKILL)
 
 
+def open_files(pid):
+    """What the process's open file descriptors point to. One closed between the folder's listing and its readlink is
+    not open any more, and is left out; a process that is gone raises (FileNotFoundError of its fd folder)."""
+    base = "/proc/%d/fd" % pid
+    out = []
+    for fd in os.listdir(base):
+        try:
+            out.append(os.readlink("%s/%s" % (base, fd)))
+        except FileNotFoundError:
+            continue
+    return out
+
+
 def holders(prefix):
     """Pids with an open file under `prefix`."""
     found = []
     for pid in [int(x) for x in os.listdir("/proc") if x.isdigit()]:
         try:
-            fds = os.listdir("/proc/%d/fd" % pid)
-            if any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith(prefix) for fd in fds):
+            if any(target.startswith(prefix) for target in open_files(pid)):
                 found.append(pid)
         except OSError:
             continue

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DOUBLE, Double, alive, children_of, cmdline, console_script, holders, wait_for
+from .conftest import (DOUBLE, Double, alive, children_of, cmdline, console_script, holders, open_files,
+                       wait_for)
 
 
 def stat_fields(pid):
@@ -427,11 +428,11 @@ def test_fault_untitled_orphan_holds_devices(double, tmp_path):
     assert pgid != int(stat_fields(d.pid)[2]) and sid == orphan, "escaped the process group"
     assert "-c from multiprocessing.spawn import spawn_main; spawn_main(" in cmdline(orphan)
     assert "sglang" not in cmdline(orphan)
-    held = {os.readlink("/proc/%d/fd/%s" % (orphan, fd)) for fd in os.listdir("/proc/%d/fd" % orphan)}
+    held = set(open_files(orphan))
     assert {str(dev / "nvidia0"), str(dev / "nvidiactl"), str(dev / "nvidia-uvm")} <= held
     assert str(dev / "nvidia1") not in held
     tp1 = d.titled()["sglang::scheduler_TP1"]
-    held1 = {os.readlink("/proc/%d/fd/%s" % (tp1, fd)) for fd in os.listdir("/proc/%d/fd" % tp1)}
+    held1 = set(open_files(tp1))
     assert str(dev / "nvidia1") in held1 and str(dev / "nvidia0") not in held1
     d.proc.kill()
     d.proc.wait()

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from tests.sglang_double.tests.conftest import DOUBLE, Double, alive, wait_for
+from tests.sglang_double.tests.conftest import DOUBLE, Double, alive, open_files, wait_for
 
 FAST = {"SGLANG_DOUBLE_LOAD_SECONDS": "0.2", "SGLANG_DOUBLE_WEIGHT_LOAD_SECONDS": "0.1"}
 LONG = 30
@@ -133,7 +133,7 @@ def serving(path, pid):
     (0.5.17 daemon.py:440-460): a signal sent there would end it before the launcher's death SIGKILLs it (the
     flag's look right after the ready file, or after the ping of wait_ready); one sent while it serves cannot."""
     def sockets():
-        return sum(os.readlink(f).startswith("socket:") for f in pathlib.Path("/proc/%d/fd" % pid).iterdir())
+        return sum(target.startswith("socket:") for target in open_files(pid))
     assert wait_for(lambda: sockets() == 1, LONG), "the daemon %d still serves another connection" % pid
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(str(path))
