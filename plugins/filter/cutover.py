@@ -84,7 +84,7 @@ def changes(capture, adopted, flags=None):
     redact = Redactor(flags=flags or (), values=redact.secrets_of(now_argv + adopted["command"],
                                                                   dict(now_env, **adopted["environment"])))
     if not now_argv:
-        return ["no server ran on the port and there is no capture: the unit comes from variables alone",
+        return ["there is no capture of a server launched by hand: the unit comes from variables alone",
                 "command: %s" % " ".join(redact.argv(adopted["command"]))]
     out = []
     new = adopted["command"]

@@ -161,6 +161,9 @@ options:
         command is one rank of one; with it, the server on the port and the unit's command must be that rank.
       - Rank 0, once drained, has up to 20 s (within O(drain)) to end on its own before SIGKILL, so that SGLang's
         shutdown reaches the other ranks.
+      - For rank 0, the port of C(--dist-init-addr), where it hosts the group's store, held by a process outside the
+        server's family and the unit is a problem too, which names that process (a rank 0 launched by hand that still
+        waits for its other ranks listens there, not yet on O(port)).
     type: int
     version_added: 0.3.0
   executable:

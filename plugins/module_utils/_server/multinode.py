@@ -57,6 +57,13 @@ def of_argv(argv):
             "role": "rank 0" if rank == 0 else "rank >= 1"}
 
 
+def store_port(multi):
+    """The port of --dist-init-addr (`host:port`, `[v6]:port`), where rank 0 hosts the group's store (torch's
+    TCPStore, on every address), or None when it names none."""
+    host, sep, port = str((multi or {}).get("dist_init_addr") or "").rpartition(":")
+    return int(port) if sep and host and port.isdigit() and 0 < int(port) < 65536 else None
+
+
 def _number(text):
     try:
         return int(text)

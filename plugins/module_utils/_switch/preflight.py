@@ -135,6 +135,29 @@ def memory_check(fam, shared, smi, fraction):
     return {"known": True, "why": None, "gpus": rows}, problems
 
 
+def store_holders(command, procs, members, service, flags=()):
+    """Why rank 0 of a multi-node server, run by `command` (its unit's), could not start: its --dist-init-addr port,
+    where it hosts the group's store, is held outside the server's family (members) and the unit. A rank 0 launched
+    by hand that still waits for its other ranks listens there and not yet on --port, so the port alone shows
+    nothing. [] for any other command."""
+    multi = _multinode.of_argv(command or ())
+    store = _multinode.store_port(multi)
+    if store is None or multi["node_rank"] != 0:
+        return []
+    out = []
+    for pid in _listeners.listeners(store, procs):
+        if pid in members or _procfs.unit_of(pid) == service:
+            continue
+        out.append("port %d of --dist-init-addr, where the unit's rank 0 hosts its group's store, is held by pid %d "
+                   "(%s), so that rank 0 could not start: a rank 0 launched by hand that still waits for its other "
+                   "ranks listens there, not yet on --port. Stop it, or start its other ranks so that it serves, "
+                   "then cut over again" % (store, pid, redactor_for(procs[pid], flags)(procs[pid].cmdline)[:200]))
+    hidden = _listeners.hidden_listeners(store, procs)
+    if hidden:
+        out.append(_listeners.hidden_message(store, hidden) + " (rank 0's --dist-init-addr)")
+    return out
+
+
 def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None,
             gpus=None, release_users=(), command=None, weights=None):
     """What serves `port` and what a switch to `unit` (a name without .service) would touch; `rank`, when the switch
@@ -153,6 +176,8 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
     (`releasable`: it serves nothing, and it is the server's user's or of a user in release_users).
     weight_cache: the processes of `weights` (the unit's weight cache daemon, a name without .service, when it has
     one) that hold the server's GPUs: they keep the weights the unit maps, and are neither family nor strays.
+    With `command` rank 0's of a multi-node server, its --dist-init-addr port held outside the family and the unit is
+    a problem too (store_holders).
     """
     procs = _procfs.snapshot() if procs is None else procs
     service = unit + ".service"
@@ -164,6 +189,7 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
         hidden = _listeners.hidden_listeners(port, procs)
         if hidden:
             out["problems"].append(_listeners.hidden_message(port, hidden))
+        out["problems"].extend(store_holders(command, procs, (), service, flags))
         return out
     server = _listeners.main_process(pids[0], procs)
     redact = redactor_for(server, flags)
@@ -196,6 +222,7 @@ def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_com
             out["problems"].append("pid %d (%s) listens on port %d and is not of the server's family" % (
                 pid, redact(procs[pid].cmdline)[:200], port))
     fam = set(members)
+    out["problems"].extend(store_holders(command, procs, fam, service, flags))
     holders = _nvidia.holders(procs, devices)
     smi = _nvidia.Smi(run)
     gpus, out["gpus_from"], unknown = decide_gpus(server, smi, gpus)

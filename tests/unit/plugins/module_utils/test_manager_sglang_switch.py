@@ -224,6 +224,36 @@ def refused_with_rank_1_s_command(shell, tmp_path, monkeypatch, **params):
     return out, port
 
 
+@pytest.mark.parametrize("check_mode", [True, False], ids=["the group's look", "the switch"])
+def test_a_hand_launched_rank_0_waiting_for_its_group_stops_the_group_s_switch_naming_it(
+        check_mode, shell, tmp_path, monkeypatch):
+    """Rank 0 of a server over two hosts launched by hand, its rank 1 never started: it holds --dist-init-addr's port
+    but not yet --port. The group's look at rank 0 (check mode) and its switch find nothing on the port, and are
+    refused before anything is stopped or installed, naming that process (the unit's rank 0 could not take the
+    store's port); it goes on waiting."""
+    monkeypatch.setenv("PYTHONPATH", installed_double(tmp_path))
+    venv = double_venv(tmp_path)
+    port, store = free_port(), free_port()
+    multi = ["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:%d" % store]
+    shell("%s %s > s.log 2>&1 & wait" % (server_cmd(port), " ".join(multi)))
+    (pid,) = wait_listening(store)
+    command = [venv.python, "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", str(port), "--tp", "2"]
+    mgr = SglangSwitch(Host(port=port, unit="sglang", state_dir=str(tmp_path / "state"), drain=5.0, release_strays=False,
+                            target="unit", restart=False, executable=venv.python, command=command + multi, rank=0,
+                            check_mode=check_mode, devices=[str(tmp_path / "nvidia*")], timeout=30.0, install=dict(
+                                unit="[Service]\nExecStart=%s\n" % " ".join(command + multi),
+                                unit_dir=str(tmp_path / "units"), environment="", environment_path=None, gate="",
+                                gate_path=None, wants=[])))
+    with pytest.raises(Failed) as e:
+        mgr.run()
+    out = e.value.args[0]
+    assert out["msg"].startswith("preflight failed, nothing was touched: port %d of --dist-init-addr, where the unit's "
+                                 "rank 0 hosts its group's store, is held by pid %d (" % (store, pid)), out["msg"]
+    assert out["action"] == "start" and out["changed"] is False and not (tmp_path / "units").exists()
+    procs = _procfs.snapshot()
+    assert _listeners.listeners(store, procs) == [pid] and not _listeners.listeners(port, procs)
+
+
 def test_a_unit_command_of_one_rank_of_a_multi_node_server_stops_the_cutover_before_the_stop(
         shell, tmp_path, monkeypatch):
     """The unit's command (the operator's) is one rank of a server over two hosts, and no group switches it."""

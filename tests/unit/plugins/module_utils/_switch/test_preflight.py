@@ -50,6 +50,29 @@ def test_a_rank_switched_with_its_group_passes_as_that_rank_only(two_nodes):
                           "rank 0 as its group has it" % rank1.addr), wrong
 
 
+def test_a_rank_0_still_waiting_for_its_group_is_named_by_the_port_of_its_store(server):
+    """Rank 0 launched by hand and its other rank never started: it listens on --dist-init-addr's port (the group's
+    store), not yet on --port, so nothing is on the port. The group's rank 0 is refused, naming what holds the store's
+    port (the unit's rank 0 could not take it); rank 1's command, which only connects there, is not."""
+    addr = "127.0.0.1:%d" % free_port()
+    store = int(addr.rsplit(":", 1)[1])
+    rank0 = server("--tp", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", addr)
+    port = int(rank0.url.rsplit(":", 1)[1])
+    assert wait_listening(store) == [rank0.pid]
+    command = [sys.executable, "-m", "sglang.launch_server", "--port", str(port), "--tp", "2", "--nnodes", "2",
+               "--node-rank", "0", "--dist-init-addr", addr]
+    found = _preflight.inspect(port, "sglang", [], run=Systemctl(), rank=0, command=command)
+    assert found["owner"] is None and found["family"] == []
+    (why,) = found["problems"]
+    assert why.startswith("port %d of --dist-init-addr, where the unit's rank 0 hosts its group's store, is held by "
+                          "pid %d (" % (store, rank0.pid)), why
+    assert "sglang.launch_server" in why and "Stop it, or start its other ranks" in why
+    rank1 = command[:command.index("--node-rank") + 1] + ["1"] + command[command.index("--node-rank") + 2:]
+    assert _preflight.inspect(port, "sglang", [], run=Systemctl(), rank=1, command=rank1)["problems"] == []
+    assert _preflight.inspect(port, "sglang", [], run=Systemctl())["problems"] == [], "no command: nothing to take"
+    assert rank0.poll() is None and _listeners.listeners(port, _procfs.snapshot()) == []
+
+
 LOOK = """
 import json, sys
 sys.path.insert(0, %r)
