@@ -144,18 +144,19 @@ def store_holders(command, procs, members, service, flags=()):
     store = _multinode.store_port(multi)
     if store is None or multi["node_rank"] != 0:
         return []
-    out = []
+    problems = []
     for pid in _listeners.listeners(store, procs):
         if pid in members or _procfs.unit_of(pid) == service:
             continue
-        out.append("port %d of --dist-init-addr, where the unit's rank 0 hosts its group's store, is held by pid %d "
-                   "(%s), so that rank 0 could not start: a rank 0 launched by hand that still waits for its other "
-                   "ranks listens there, not yet on --port. Stop it, or start its other ranks so that it serves, "
-                   "then cut over again" % (store, pid, redactor_for(procs[pid], flags)(procs[pid].cmdline)[:200]))
+        problems.append("port %d of --dist-init-addr, where the unit's rank 0 hosts its group's store, is held by "
+                        "pid %d (%s), so that rank 0 could not start: a rank 0 launched by hand that still waits for "
+                        "its other ranks listens there, not yet on --port. Stop it, or start its other ranks so that "
+                        "it serves, then cut over again" % (
+                            store, pid, redactor_for(procs[pid], flags)(procs[pid].cmdline)[:200]))
     hidden = _listeners.hidden_listeners(store, procs)
     if hidden:
-        out.append(_listeners.hidden_message(store, hidden) + " (rank 0's --dist-init-addr)")
-    return out
+        problems.append(_listeners.hidden_message(store, hidden) + " (rank 0's --dist-init-addr)")
+    return problems
 
 
 def inspect(port, unit, devices=_nvidia.DEFAULT_DEVICES, procs=None, run=run_command, flags=(), taken=(), rank=None,
