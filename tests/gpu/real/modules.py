@@ -11,6 +11,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,8 @@ import threading
 import time
 import traceback
 
-from realserver import CLOCK, GpuSampler, Server, console_script, find_child, port_open
+from realserver import (CLOCK, GpuSampler, Server, cmdline, console_script, find_child, listeners, port_open,
+                        socket_owners)
 
 KEY = "sk-modules-0515"
 
@@ -350,10 +352,51 @@ def check_bench_serving(suite, out):
     assert row["completed"] == 20, row
 
 
+LOOK = """
+import json, sys
+from ansible_collections.inferops.sglang.plugins.module_utils._switch import preflight
+print(json.dumps(preflight.inspect(int(sys.argv[1]), "sglang-rank0", [], rank=0, command=json.loads(sys.argv[2]),
+                                   run=lambda argv: (1, "", "no systemd here"))))
+"""
+
+
+def check_rank0_waiting(suite, out):
+    """Rank 0 of a 2-node server launched by hand (`--tp 2 --nnodes 2 --node-rank 0`: one GPU on this node) whose
+    rank 1 never starts: it hosts the group's store at --dist-init-addr's port and waits there, nothing on --port.
+    The preflight of the group's rank 0 (the unit's command the same) finds nothing on the port and refuses, naming
+    the process that holds the store's port; the server is left waiting."""
+    store = suite.next_port() + 1000
+    multi = ["--tp", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:%d" % store]
+    s = suite.server("rank0_waiting", args=multi)
+    deadline = CLOCK.now() + 300
+    while CLOCK.now() < deadline and s.exited() is None and not listeners(store):
+        time.sleep(0.2)
+    out["store_listening_s"], out["store_sockets"] = s.since(), listeners(store)
+    assert out["store_sockets"], "nothing listens on port %d (rc %s): %s" % (store, s.exited(), s.log()[-1500:])
+    holders = socket_owners([x["inode"] for x in out["store_sockets"]])
+    out["store_holders"] = {str(pid): cmdline(pid) for pid in holders.values()}
+    time.sleep(5)  # it waits: still nothing on --port
+    out["port_open"] = port_open("127.0.0.1", s.port)
+    out["tree"] = {str(pid): info["cmdline"] for pid, info in s.tree().items()}
+    env = dict(os.environ, PYTHONPATH=suite.collections + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    look = subprocess.run([sys.executable, "-c", LOOK, str(s.port), json.dumps(s.argv)], env=env, check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert look.returncode == 0, look.stderr[-1500:]
+    found = out["preflight"] = json.loads(look.stdout)
+    assert not out["port_open"] and found["owner"] is None, found
+    head = "port %d of --dist-init-addr, where the unit's rank 0 hosts its group's store, is held by pid " % store
+    named = set(int(re.match(r"(\d+) \(", p[len(head):]).group(1)) for p in found["problems"] if p.startswith(head))
+    assert found["problems"] and named and len(named) == len(found["problems"]), found["problems"]
+    assert set(holders.values()) <= named <= set(s.tree()), (named, holders, found["problems"])
+    out["alive_after"] = s.exited() is None
+    assert out["alive_after"], "the look ended the waiting rank 0: %s" % s.log()[-1500:]
+
+
 CHECKS = [("shared", check_shared), ("model_wait_lag", check_model_wait_lag),
           ("model_wait_empty_generation", check_model_wait_empty_generation),
           ("model_wait_scheduler_lost", check_model_wait_scheduler_lost), ("port_taken", check_port_taken),
-          ("sglang_patch", check_sglang_patch), ("bench_serving", check_bench_serving)]
+          ("sglang_patch", check_sglang_patch), ("bench_serving", check_bench_serving),
+          ("rank0_waiting", check_rank0_waiting)]
 
 
 def run_all(fns):
